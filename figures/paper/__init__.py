@@ -1,0 +1,1 @@
+"""One module per paper figure or table; importing a module registers it."""

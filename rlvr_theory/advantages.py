@@ -1,0 +1,1173 @@
+"""Registry of advantage functions ("policy weights") used in RLVR.
+
+Every entry maps the binary rewards of a group of ``G`` rollouts of one prompt to one
+weight per rollout.  Rewards are arrays ``[..., G]``: the last axis is the group, the
+leading axes are the prompts of a batch.  All families are *group-level* (each group is
+computed on its own) except those flagged ``batch_level`` (A-GRAE with ``omega=None``
+reads the batch success rate over the whole array).
+
+Rewards are binary, ``r_i = R_w + (R_c - R_w) * 1[rollout i is correct]``
+(F-GRPO Eq. 1), with ``reward_values=(R_w, R_c)`` and ``R_c > R_w``; the default is
+``(0, 1)``.  Each family is implemented from its *definition* on the reward vector
+(group mean, standard deviation, quantile, leave-one-out maximum, softmax, ...), never
+from its closed form, so that the closed forms of :meth:`Advantage.closed_form`
+(sympy, in the solve rate ``p``) are an independent check of the implementation.
+
+Notation used in the docstrings: ``X`` successes in the group, ``p̂ = X/G``,
+``q̂ = 1 - p̂``, ``Δ = R_c - R_w``, ``r̄`` the group mean reward.  A group with no
+signal (all rewards equal) gets zero advantages in every family that subtracts a group
+baseline; ``reinforce`` and ``w_reinforce`` have no baseline and keep their weights.
+
+How the closed form relates to the implementation is recorded in ``kind``:
+
+``"exact"``
+    the closed form evaluated at ``p = p̂`` equals the masses of every group with ``X``
+    successes (the paper's derivation is exact given ``p̂``);
+``"expectation"``
+    the closed form equals the expectation of the masses over ``X ~ Binom(G, p)``
+    (pass@k of Tang et al.: the weight fires only when exactly one rollout succeeds);
+``"asymptotic"``
+    the closed form is the ``G → ∞`` limit; the exact finite-``G`` expectation
+    converges to it at rate ``O(1/G)``.
+
+Usage::
+
+    >>> from rlvr_theory import advantages
+    >>> adv = advantages.get("asym_grpo", delta=0.5)
+    >>> adv(np.array([[1, 0, 0, 1, 0, 0, 0, 0]]))
+    array([[ 0.75, -0.5 , -0.5 ,  0.75, -0.5 , -0.5 , -0.5 , -0.5 ]])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Iterator, Mapping
+
+import numpy as np
+import sympy as sp
+
+__all__ = [
+    "Advantage",
+    "get",
+    "names",
+    "register",
+    "registry",
+    "p",
+    "G",
+]
+
+#: sympy symbol of the solve rate used by every closed form
+p = sp.Symbol("p", nonnegative=True)
+#: sympy symbol of the group size (appears only where the closed form depends on it)
+G = sp.Symbol("G", positive=True, integer=True)
+_q = 1 - p
+
+_REGISTRY: dict[str, type["Advantage"]] = {}
+
+
+def register(cls: type["Advantage"]) -> type["Advantage"]:
+    """Class decorator adding an :class:`Advantage` subclass to the registry under ``cls.name``.
+
+    Users add their own families the same way::
+
+        @advantages.register
+        class MyWeight(advantages.Advantage):
+            name = "my_weight"
+            ...
+    """
+    if not getattr(cls, "name", None):
+        raise ValueError("an advantage class needs a non-empty `name`")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"advantage {cls.name!r} is already registered")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def names() -> list[str]:
+    """Registered advantage names, in registration order."""
+    return list(_REGISTRY)
+
+
+def registry() -> Mapping[str, type["Advantage"]]:
+    """Read-only view of the registry: name -> class."""
+    return dict(_REGISTRY)
+
+
+def get(name: str, **params: Any) -> "Advantage":
+    """Instantiate the advantage ``name`` with ``params`` (and ``reward_values``).
+
+    Raises ``ValueError`` naming the allowed names when ``name`` is unknown.
+    """
+    try:
+        cls = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(
+            f"name: unknown advantage {name!r}; allowed: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+    return cls(**params)
+
+
+def _sym(value: Any) -> sp.Expr:
+    """Exact sympy number for a parameter value (0.1 -> 1/10)."""
+    if isinstance(value, (bool, np.bool_)):
+        return sp.Integer(int(value))
+    if isinstance(value, (int, np.integer)):
+        return sp.Integer(int(value))
+    return sp.nsimplify(float(value), rational=True)
+
+
+def _div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num/den with 0 wherever den == 0 (used only where the numerator vanishes too)."""
+    num, den = np.broadcast_arrays(np.asarray(num, float), np.asarray(den, float))
+    out = np.zeros(num.shape)
+    np.divide(num, den, out=out, where=den != 0)
+    return out
+
+
+def _pow(base: np.ndarray, expo: float) -> np.ndarray:
+    """base**expo for base >= 0, with 0**negative -> 0 (callers mask those entries)."""
+    base = np.asarray(base, float)
+    out = np.zeros(base.shape)
+    np.power(base, expo, out=out, where=base > 0)
+    if expo == 0:
+        out[base == 0] = 1.0
+    return out
+
+
+class _Group:
+    """Per-group statistics shared by the families (last axis = group)."""
+
+    def __init__(self, r: np.ndarray, s: np.ndarray, rw: float, rc: float):
+        self.r = r
+        self.s = s
+        self.G = r.shape[-1]
+        self.rw, self.rc, self.delta = rw, rc, rc - rw
+        self.X = s.sum(-1, keepdims=True)
+        self.phat = self.X / self.G
+        self.qhat = 1.0 - self.phat
+        self.mean = r.mean(-1, keepdims=True)
+        self.centered = r - self.mean
+        # exact zero on groups without signal (all rewards equal)
+        self.degenerate = (self.X == 0) | (self.X == self.G)
+        self.centered = np.where(self.degenerate, 0.0, self.centered)
+
+    def std(self, ddof: int = 0) -> np.ndarray:
+        """Standard deviation of the rewards: Δ·sqrt(X(G−X)/(G(G−ddof)))."""
+        return self.delta * np.sqrt(self.X * (self.G - self.X) / (self.G * (self.G - ddof)))
+
+    def grpo(self, ddof: int = 0, eps: float = 0.0) -> np.ndarray:
+        """(r − r̄)/(σ + eps), 0 on groups without signal."""
+        return _div(self.centered, self.std(ddof) + eps)
+
+
+class Advantage:
+    """Base class of a registered advantage family.
+
+    Subclasses set the class attributes below and implement ``_compute`` (the
+    definition, on rewards) and ``_closed_form`` (the paper's masses, sympy).
+    Instances are immutable; :meth:`with_params` returns a modified copy.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    source: ClassVar[str] = ""
+    defaults: ClassVar[dict[str, Any]] = {}
+    kind: ClassVar[str] = "exact"
+    min_group: ClassVar[int] = 1
+    uses_lengths: ClassVar[bool] = False
+    #: explanation where our closed form departs from the paper's printed one
+    erratum: ClassVar[str | None] = None
+
+    def __init__(self, reward_values: tuple[float, float] = (0.0, 1.0), **params: Any):
+        unknown = set(params) - set(self.defaults)
+        if unknown:
+            allowed = ", ".join(sorted(self.defaults)) or "none"
+            raise ValueError(
+                f"{self.name}: unknown parameter(s) {', '.join(sorted(unknown))}; allowed: {allowed}"
+            )
+        merged = {**self.defaults, **params}
+        try:
+            rv = tuple(float(v) for v in reward_values)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"reward_values must be a pair of finite numbers (R_w, R_c) with R_c > R_w, got {reward_values!r}"
+            ) from None
+        if len(rv) != 2 or not all(math.isfinite(v) for v in rv) or not rv[1] > rv[0]:
+            raise ValueError(
+                f"reward_values must be a pair of finite numbers (R_w, R_c) with R_c > R_w, got {reward_values!r}"
+            )
+        self.reward_values: tuple[float, float] = rv
+        self.params: dict[str, Any] = self._validate(merged)
+
+    # ----------------------------------------------------------------- params
+    def _validate(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Check parameter ranges; subclasses extend. Returns the cleaned dict."""
+        return params
+
+    def _number(self, params: dict, key: str, *, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, integer: bool = False, allow_none: bool = False) -> None:
+        """Validate ``params[key]`` as a finite number in a range, with a message naming it."""
+        v = params[key]
+        if v is None and allow_none:
+            return
+        rng = []
+        if low is not None:
+            rng.append(f"{'>' if low_open else '>='} {low}")
+        if high is not None:
+            rng.append(f"<= {high}")
+        what = ("an integer" if integer else "a finite number") + (" " + " and ".join(rng) if rng else "")
+        if allow_none:
+            what += " (or None)"
+        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+        ok = ok and math.isfinite(float(v))
+        if ok and integer:
+            ok = float(v) == int(v)
+        if ok and low is not None:
+            ok = float(v) > low if low_open else float(v) >= low
+        if ok and high is not None:
+            ok = float(v) <= high
+        if not ok:
+            raise ValueError(f"{self.name}: {key} must be {what}, got {v!r}")
+        params[key] = int(v) if integer else float(v)
+
+    def with_params(self, **params: Any) -> "Advantage":
+        """Copy with some parameters (or ``reward_values``) replaced."""
+        rv = params.pop("reward_values", self.reward_values)
+        return type(self)(reward_values=rv, **{**self.params, **params})
+
+    @property
+    def batch_level(self) -> bool:
+        """True if the advantage reads statistics across groups (the leading axes)."""
+        return False
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        if self.reward_values != (0.0, 1.0):
+            args = (args + ", " if args else "") + f"reward_values={self.reward_values!r}"
+        return f"advantages.get({self.name!r}{', ' + args if args else ''})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, Advantage) and other.name == self.name
+                and other.params == self.params and other.reward_values == self.reward_values)
+
+    def __hash__(self) -> int:
+        return hash((self.name, tuple(sorted(self.params.items())), self.reward_values))
+
+    # ------------------------------------------------------------- computing
+    def __call__(self, rewards: Any, *, lengths: Any = None) -> np.ndarray:
+        """Per-rollout advantages, same shape as ``rewards`` (float64).
+
+        ``rewards``: finite array ``[..., G]`` whose entries are ``R_w`` or ``R_c``.
+        ``lengths``: only for families with ``uses_lengths`` (T2T), same shape.
+        """
+        r, s = self._check_rewards(rewards)
+        lens = self._check_lengths(lengths, r.shape)
+        return self._compute(_Group(r, s, *self.reward_values), lens)
+
+    def _check_rewards(self, rewards: Any) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            r = np.asarray(rewards, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError("rewards must be a numeric array of shape [..., G]") from None
+        if r.ndim == 0:
+            raise ValueError("rewards must have at least one axis (the group, last); got a scalar")
+        if r.shape[-1] < self.min_group:
+            raise ValueError(
+                f"rewards: {self.name} needs a group size G >= {self.min_group} on the last axis, got G = {r.shape[-1]}"
+            )
+        if not np.all(np.isfinite(r)):
+            raise ValueError("rewards must be finite (no NaN or inf)")
+        rw, rc = self.reward_values
+        s = r == rc
+        if not np.all(s | (r == rw)):
+            bad = r[~(s | (r == rw))].flat[0]
+            raise ValueError(
+                f"rewards must be binary with values reward_values = (R_w, R_c) = ({rw:g}, {rc:g}); found {bad:g}"
+            )
+        return np.where(s, rc, rw), s.astype(float)
+
+    def _check_lengths(self, lengths: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+        if not self.uses_lengths:
+            if lengths is not None:
+                raise ValueError(f"lengths: {self.name} does not use response lengths; pass lengths=None")
+            return None
+        if lengths is None:
+            raise ValueError(f"lengths: {self.name} needs the response lengths, an array of the rewards' shape")
+        try:
+            L = np.broadcast_to(np.asarray(lengths, dtype=float), shape)
+        except (TypeError, ValueError):
+            raise ValueError(f"lengths must be a numeric array broadcastable to the rewards' shape {shape}") from None
+        if not np.all(np.isfinite(L)) or np.any(L < 0):
+            raise ValueError("lengths must be finite and >= 0")
+        return L
+
+    def _compute(self, g: _Group, lengths: np.ndarray | None) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    # ----------------------------------------------------------- closed form
+    def closed_form(self) -> tuple[sp.Expr, sp.Expr]:
+        """Per-rollout masses ``(m_S, m_F)`` as sympy expressions in ``p`` (and ``G``).
+
+        Normalised per rollout (the update is ``G·(m_S ∇̄_S − m_F ∇̄_F)``); the papers'
+        Table 1 writes the same quantities times the batch size.  ``q`` is written
+        ``1 - p``.  Parameters and reward values are substituted as exact rationals.
+        """
+        rw, rc = (_sym(v) for v in self.reward_values)
+        syms = {k: (_sym(v) if v is not None else None) for k, v in self.params.items()}
+        m_s, m_f = self._closed_form(syms, rc - rw)
+        return sp.sympify(m_s), sp.sympify(m_f)
+
+    def _closed_form(self, k: dict[str, Any], d: sp.Expr) -> tuple[Any, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def population_advantages(self, rewards: np.ndarray, p_values: np.ndarray) -> np.ndarray | None:
+        """Advantages of ``rewards`` inside a homogeneous batch of prompts at each solve rate.
+
+        Returns ``None`` for group-level families (the batch does not matter).  Batch-level
+        families return an array ``[len(p_values), *rewards.shape]``: A-GRAE with
+        ``omega=None`` uses ``ω = p`` (a large batch of prompts all at solve rate ``p``).
+        Used by :func:`rlvr_theory.masses.exact`.
+        """
+        return None
+
+
+# ============================================================ the families ===
+
+
+@register
+class Reinforce(Advantage):
+    """REINFORCE: ``A_i = r_i`` (no baseline).
+
+    Masses ``m_S = R_c·p``, ``m_F = −R_w·q``: with the default rewards {0, 1} only
+    successes carry weight (``m_F = 0``); with {−1, +1} (the limit FADE App. 8.9 calls
+    REINFORCE) ``m_S = p``, ``m_F = q``.
+    """
+
+    name = "reinforce"
+    description = "raw reward as weight, no baseline"
+    source = "Williams 1992; FADE (000) Table 1"
+
+    def _compute(self, g, lengths):
+        return g.r.copy()
+
+    def _closed_form(self, k, d):
+        rw, rc = (_sym(v) for v in self.reward_values)
+        return rc * p, -rw * _q
+
+
+@register
+class GRPO(Advantage):
+    """GRPO: ``A_i = (r_i − r̄)/(σ_r + eps)``, σ_r the group standard deviation.
+
+    ``ddof=0`` (population std, FADE App. 8.1) gives ``m_S = m_F = sqrt(pq)`` exactly;
+    ``ddof=1`` (``torch.std`` default, as in TRL) multiplies by ``sqrt((G−1)/G)``.
+    ``eps`` (F-GRPO Eq. 4) is 0 by default; groups without signal get 0.
+    """
+
+    name = "grpo"
+    description = "group mean baseline, divided by the group std"
+    source = "Shao et al. 2024; FADE (000) App. 8.1; F-GRPO (002) Eq. 4"
+    defaults = {"ddof": 0, "eps": 0.0}
+    min_group = 1
+
+    def _validate(self, params):
+        if params["ddof"] not in (0, 1):
+            raise ValueError(f"grpo: ddof must be 0 or 1, got {params['ddof']!r}")
+        self._number(params, "eps", low=0)
+        return params
+
+    def _check_rewards(self, rewards):
+        r, s = super()._check_rewards(rewards)
+        if self.params["ddof"] == 1 and r.shape[-1] < 2:
+            raise ValueError("rewards: grpo with ddof=1 needs a group size G >= 2")
+        return r, s
+
+    def _compute(self, g, lengths):
+        return g.grpo(self.params["ddof"], self.params["eps"])
+
+    def _closed_form(self, k, d):
+        sd = d * sp.sqrt(p * _q * (G / (G - k["ddof"]) if self.params["ddof"] else 1))
+        m = d * p * _q / (sd + k["eps"])
+        return m, m
+
+
+@register
+class DrGRPO(Advantage):
+    """Dr. GRPO (mean-only GRPO): ``A_i = r_i − r̄``; ``m_S = m_F = Δ·pq``."""
+
+    name = "dr_grpo"
+    description = "group mean baseline, no std normalisation"
+    source = "Liu et al. 2025; FADE (000) Sec. 2.2, Eq. 4-6"
+
+    def _compute(self, g, lengths):
+        return g.centered.copy()
+
+    def _closed_form(self, k, d):
+        return d * p * _q, d * p * _q
+
+
+@register
+class RLOO(Advantage):
+    """RLOO: ``A_i = r_i − mean_{j≠i} r_j = G/(G−1)·(r_i − r̄)``; ``m_S = m_F = Δ·pq·G/(G−1)``."""
+
+    name = "rloo"
+    description = "leave-one-out mean baseline"
+    source = "Kool et al. 2019; Ahmadian et al. 2024; FADE (000) Table 1"
+    min_group = 2
+
+    def _compute(self, g, lengths):
+        loo = (g.r.sum(-1, keepdims=True) - g.r) / (g.G - 1)
+        return np.where(g.degenerate, 0.0, g.r - loo)
+
+    def _closed_form(self, k, d):
+        m = d * p * _q * G / (G - 1)
+        return m, m
+
+
+@register
+class SkewR(Advantage):
+    """Skew-R: GRPO times Dr. GRPO scale, ``A_i = (r_i − r̄)·σ_r``; ``m_S = m_F = Δ²(pq)^{3/2}``.
+
+    FADE App. 8.1 gives the masses ``pq·sqrt(pq)`` ("the product of both"); the advantage
+    with exactly these masses is the mean-centred reward times the group std (Power Norm
+    with γ = −1/2).
+    """
+
+    name = "skew_r"
+    description = "mean-centred reward times the group std (variance emphasis)"
+    source = "Thrampoulidis et al. 2025; FADE (000) App. 8.1"
+
+    def _compute(self, g, lengths):
+        return g.centered * g.std(0)
+
+    def _closed_form(self, k, d):
+        m = d**2 * (p * _q) ** sp.Rational(3, 2)
+        return m, m
+
+
+def _peak_constant(alpha: float) -> float:
+    """FADE Eq. 27: C = (1+α)^(1+α)/(4 α^α), so that max_p C·p(1−p)^α = 1/4."""
+    return (1 + alpha) ** (1 + alpha) / (4 * alpha**alpha) if alpha > 0 else 0.25
+
+
+def _peak_constant_sym(alpha: sp.Expr) -> sp.Expr:
+    return (1 + alpha) ** (1 + alpha) / (4 * alpha**alpha) if alpha != 0 else sp.Rational(1, 4)
+
+
+@register
+class PowerAlpha(Advantage):
+    """Power α (focal): ``A_i = C·(r_i − r̄)·q̂^(α−1)``; ``m_S = m_F = C·Δ·p q^α``.
+
+    ``q̂ = (R_c − r̄)/Δ`` is the failure fraction (``1 − r̄`` for rewards {0, 1}, FADE
+    Alg. 1).  ``normalize=True`` uses the peak normalisation of FADE Eq. 27,
+    ``C = (1+α)^(1+α)/(4α^α)``, so the mass peaks at ``1/4`` at ``p = 1/(1+α)``;
+    otherwise ``C = 1``.  α = 1 is Dr. GRPO.
+    """
+
+    name = "power_alpha"
+    description = "mean baseline times (1 - r̄)^(α-1): focus on hard prompts"
+    source = "FADE (000) Sec. 4.3, App. 8.2 item 1, Eq. 27, Alg. 1"
+    defaults = {"alpha": 2.0, "normalize": False}
+
+    def _validate(self, params):
+        self._number(params, "alpha", low=0)
+        if not isinstance(params["normalize"], (bool, np.bool_)):
+            raise ValueError(f"{self.name}: normalize must be True or False, got {params['normalize']!r}")
+        params["normalize"] = bool(params["normalize"])
+        return params
+
+    def _const(self) -> float:
+        return _peak_constant(self.params["alpha"]) if self.params["normalize"] else 1.0
+
+    def _const_sym(self, k) -> sp.Expr:
+        return _peak_constant_sym(k["alpha"]) if self.params["normalize"] else sp.Integer(1)
+
+    def _compute(self, g, lengths):
+        return self._const() * g.centered * _pow(g.qhat, self.params["alpha"] - 1)
+
+    def _closed_form(self, k, d):
+        m = self._const_sym(k) * d * p * _q ** k["alpha"]
+        return m, m
+
+
+@register
+class PowerAlphaEasy(PowerAlpha):
+    """Easy Power α: ``A_i = C·(r_i − r̄)·p̂^(α−1)``; ``m_S = m_F = C·Δ·p^α q`` (peak at ``α/(1+α)``)."""
+
+    name = "power_alpha_easy"
+    description = "mean baseline times r̄^(α-1): focus on easy prompts"
+    source = "FADE (000) Sec. 4.3"
+
+    def _compute(self, g, lengths):
+        return self._const() * g.centered * _pow(g.phat, self.params["alpha"] - 1)
+
+    def _closed_form(self, k, d):
+        m = self._const_sym(k) * d * p ** k["alpha"] * _q
+        return m, m
+
+
+@register
+class AsymPowerAlpha(Advantage):
+    """Asymmetric Power α: successes ``(r_i − r̄)·q̂^(α_s−1)``, failures ``(r_i − r̄)·p̂^(α_f−1)``.
+
+    ``m_S = Δ·p q^{α_s}``, ``m_F = Δ·p^{α_f} q``; α_s = α_f = 1 is Dr. GRPO.
+    """
+
+    name = "asym_power_alpha"
+    description = "separate difficulty powers for successes and failures"
+    source = "FADE (000) App. 8.2 item 2"
+    defaults = {"alpha_s": 2.0, "alpha_f": 1.0}
+
+    def _validate(self, params):
+        self._number(params, "alpha_s", low=0)
+        self._number(params, "alpha_f", low=0)
+        return params
+
+    def _compute(self, g, lengths):
+        w = np.where(g.s > 0, _pow(g.qhat, self.params["alpha_s"] - 1), _pow(g.phat, self.params["alpha_f"] - 1))
+        return g.centered * w
+
+    def _closed_form(self, k, d):
+        return d * p * _q ** k["alpha_s"], d * p ** k["alpha_f"] * _q
+
+
+@register
+class AsymGRPO(Advantage):
+    """AsymGRPO: ``A_i = r_i − r̄`` on successes, ``(r_i − r̄)/δ`` on failures.
+
+    ``m_S = Δ·pq``, ``m_F = Δ·pq/δ``: δ < 1 is failure-biased, δ > 1 success-biased,
+    δ = 1 is Dr. GRPO.
+    """
+
+    name = "asym_grpo"
+    description = "mean baseline with failures scaled by 1/δ"
+    source = "FADE (000) Sec. 4.1, App. 8.2 item 3"
+    defaults = {"delta": 1.0}
+
+    def _validate(self, params):
+        self._number(params, "delta", low=0, low_open=True)
+        return params
+
+    def _compute(self, g, lengths):
+        return np.where(g.s > 0, g.centered, g.centered / self.params["delta"])
+
+    def _closed_form(self, k, d):
+        return d * p * _q, d * p * _q / k["delta"]
+
+
+@register
+class MaxRL(Advantage):
+    """MaxRL: ``A_i = (r_i − r̄)/(r̄ − R_w)`` (= ``(r_i − r̄)/r̄`` for rewards {0, 1}).
+
+    ``A_s = q̂/p̂``, ``A_f = −1``, so ``m_S = m_F = q`` (FADE App. 8.3): sign-balanced,
+    hard-focused, invariant to the reward values.
+    """
+
+    name = "maxrl"
+    description = "mean baseline divided by the mean reward (maximum likelihood RL)"
+    source = "Tajwar et al. 2026; FADE (000) App. 8.3"
+
+    def _compute(self, g, lengths):
+        return _div(g.centered, g.mean - g.rw)
+
+    def _closed_form(self, k, d):
+        return _q, _q
+
+
+@register
+class PassKTang(Advantage):
+    """pass@k leave-one-out (Tang et al.): ``A_i = max(r) − max(r_{−i})``, k = G.
+
+    Only a unique success gets weight (Δ); failures never do.  The masses are random
+    given the group; their expectation over ``X ~ Binom(G, p)`` is exactly
+    ``m_S = Δ·p q^(G−1)``, ``m_F = 0`` (FADE App. 8.4.1, with the group-sum ``k p q^(k−1)``
+    divided by G).
+    """
+
+    name = "passk_tang"
+    description = "leave-one-out pass@G indicator: only a unique success is rewarded"
+    source = "Tang et al. 2025; FADE (000) App. 8.4.1"
+    kind = "expectation"
+    min_group = 1
+
+    def _compute(self, g, lengths):
+        r = g.r
+        top = r.max(-1, keepdims=True)
+        n_top = (r == top).sum(-1, keepdims=True)
+        # second largest value: the max after removing one copy of the top
+        second = np.where(r == top, -np.inf, r).max(-1, keepdims=True)
+        loo = np.where((r == top) & (n_top == 1), second, top)
+        loo = np.where(np.isfinite(loo), loo, top)  # G = 1: nothing left, treat as no change
+        return np.where(g.degenerate, 0.0, top - loo)
+
+    def _closed_form(self, k, d):
+        return d * p * _q ** (G - 1), sp.Integer(0)
+
+
+def _ratio_of_binomials(F: np.ndarray, Gn: int, k: int) -> np.ndarray:
+    """C(F, k)/C(Gn, k) = Π_{j<k} (F − j)/(Gn − j), exactly 0 when F < k."""
+    j = np.arange(k, dtype=float)
+    return np.prod((F[..., None] - j) / (Gn - j), axis=-1)
+
+
+@register
+class PassKChen(Advantage):
+    """Analytic pass@k (Chen et al.), with R_k = 1 − C(F,k)/C(G,k), σ_k = sqrt(R_k(1−R_k)).
+
+    ``A_s = (1 − R_k)/σ_k``, ``A_f = (1 − R_k − C(F−1,k−1)/C(G−1,k−1))/σ_k`` (F failures).
+    Given ``p̂`` the masses are ``m_S = m_F = p̂·sqrt((1−R_k)/R_k)`` exactly (FADE
+    App. 8.4.2); the closed form is the paper's population limit
+    ``p·sqrt(q^k/(1−q^k))``, written ``sqrt(p q^k / Σ_{j<k} q^j)`` so that it is finite
+    at ``p = 0``.  The exact finite-G expectation converges to it as ``O(1/G)``.
+    Groups with ``F < k`` (every k-subset holds a success) get 0: ``R_k = 1``.
+    """
+
+    name = "passk_chen"
+    description = "analytic pass@k advantage, mean-centred (sign-balanced)"
+    source = "Chen et al. 2025; FADE (000) App. 8.4.2"
+    kind = "asymptotic"
+    defaults = {"k": 4}
+
+    def _validate(self, params):
+        self._number(params, "k", low=1, integer=True)
+        return params
+
+    def _check_rewards(self, rewards):
+        r, s = super()._check_rewards(rewards)
+        if r.shape[-1] < self.params["k"]:
+            raise ValueError(
+                f"rewards: passk_chen with k = {self.params['k']} needs a group size G >= k, got G = {r.shape[-1]}"
+            )
+        return r, s
+
+    def _chen(self, g: _Group) -> np.ndarray:
+        k, Gn = self.params["k"], g.G
+        F = Gn - g.X
+        one_minus_R = _ratio_of_binomials(F, Gn, k)
+        sigma = np.sqrt(one_minus_R * (1.0 - one_minus_R))
+        q_prime = _ratio_of_binomials(F - 1, Gn - 1, k - 1)
+        a_s = _div(one_minus_R, sigma)
+        a_f = _div(one_minus_R - q_prime, sigma)
+        return np.where(g.degenerate, 0.0, np.where(g.s > 0, a_s, a_f))
+
+    def _compute(self, g, lengths):
+        return self._chen(g)
+
+    def _closed_form(self, k, d):
+        kk = int(k["k"])
+        m = sp.sqrt(p * _q**kk / sum(_q**j for j in range(kk)))
+        return m, m
+
+
+@register
+class PassKMix(PassKChen):
+    """Mix of pass@k and pass@1 (Chen et al.): ``A_i = p̂·A_i^{pass@k} + q̂·A_i^{GRPO}``.
+
+    Closed form (population limit, FADE App. 8.4.3):
+    ``m_S = m_F = p²·sqrt(q^k/(1−q^k)) + q·sqrt(pq)``.
+    """
+
+    name = "passk_mix"
+    description = "convex mix p·pass@k + q·pass@1 advantages"
+    source = "Chen et al. 2025; FADE (000) App. 8.4.3"
+
+    def _compute(self, g, lengths):
+        return g.phat * self._chen(g) + g.qhat * g.grpo()
+
+    def _closed_form(self, k, d):
+        (chen, _) = super()._closed_form(k, d)
+        m = p * chen + _q * sp.sqrt(p * _q)
+        return m, m
+
+
+@register
+class AsymRL(Advantage):
+    """AsymRL shifted baseline: ``A_i = r_i − (r̄ + δ)``.
+
+    ``m_S = p(Δq − δ)``, ``m_F = q(Δp + δ)``: δ > 0 biases toward failures
+    (Arnal et al. recommend δ = 0.01).  Groups without signal get 0 (no shift).
+    """
+
+    name = "asymrl"
+    description = "mean baseline shifted up by δ (failure bias)"
+    source = "Arnal et al. 2026; FADE (000) App. 8.5"
+    defaults = {"delta": 0.01}
+
+    def _validate(self, params):
+        self._number(params, "delta")
+        return params
+
+    def _compute(self, g, lengths):
+        return np.where(g.degenerate, 0.0, g.centered - self.params["delta"])
+
+    def _closed_form(self, k, d):
+        return p * (d * _q - k["delta"]), _q * (d * p + k["delta"])
+
+
+@register
+class Quantile(Advantage):
+    """Quantile baseline: ``A_i = r_i − Q_τ(r)``, Q_τ the (lower, inverted-CDF) τ-quantile.
+
+    For binary rewards ``Q_τ = R_w`` iff ``p̂ ≤ 1 − τ``, so
+    ``m_S = Δ·p·1[p ≤ 1−τ]`` and ``m_F = Δ·q·1[p > 1−τ]``.
+    """
+
+    name = "quantile"
+    description = "τ-quantile of the group rewards as baseline"
+    source = "Dabney et al. 2018; FADE (000) App. 8.6"
+    defaults = {"tau": 0.5}
+    erratum = ("FADE App. 8.6 writes Q_τ = 0 iff p ≤ τ; the τ-quantile of a binary sample is 0 iff "
+               "p ≤ 1 − τ. Both agree at τ = 1/2 (median, MC-GRPO); we use 1 − τ.")
+
+    def _validate(self, params):
+        self._number(params, "tau", low=0, high=1, low_open=True)
+        return params
+
+    def _tau(self) -> float:
+        return self.params["tau"]
+
+    def _compute(self, g, lengths):
+        # smallest j (1-based) with j/G >= tau; rounding guards 0.3*10 = 3.0000000000000004
+        j = max(int(math.ceil(round(self._tau() * g.G, 9))), 1)
+        q_tau = np.sort(g.r, axis=-1)[..., j - 1 : j]
+        return g.r - q_tau
+
+    def _closed_form(self, k, d):
+        thr = 1 - _sym(self._tau())
+        return (sp.Piecewise((d * p, p <= thr), (0, True)),
+                sp.Piecewise((0, p <= thr), (d * _q, True)))
+
+
+@register
+class MCGRPO(Quantile):
+    """MC-GRPO: median baseline, ``A_i = r_i − med(r)`` (lower median): quantile with τ = 1/2.
+
+    ``m_S = Δ·p·1[p ≤ 1/2]``, ``m_F = Δ·q·1[p > 1/2]``.
+    """
+
+    name = "mc_grpo"
+    description = "group median as baseline"
+    source = "Kim 2026; FADE (000) App. 8.6"
+    defaults = {}
+    erratum = None
+
+    def _validate(self, params):
+        return params
+
+    def _tau(self) -> float:
+        return 0.5
+
+
+@register
+class BinaryContrastive(Advantage):
+    """Binary contrastive weight: ``W = 1[r = R_c] − p̂/(1−p̂)·1[r = R_w]``; ``m_S = m_F = p``."""
+
+    name = "binary_contrastive"
+    description = "+1 for successes, −p/(1−p) for failures"
+    source = "Greensmith et al. 2004; FADE (000) App. 8.7"
+
+    def _compute(self, g, lengths):
+        w = np.where(g.s > 0, 1.0, -_div(g.phat, g.qhat))
+        return np.where(g.degenerate, 0.0, w)
+
+    def _closed_form(self, k, d):
+        return p, p
+
+
+@register
+class PowerNorm(Advantage):
+    """Power Norm: ``A_i = (r_i − r̄)/(σ_r²)^γ``, σ_r² the group variance (``r̄(1−r̄)`` for {0, 1}).
+
+    ``m_S = m_F = Δ^(1−2γ)·(pq)^(1−γ)``: γ = 1/2 is GRPO, γ = 0 Dr. GRPO.
+    """
+
+    name = "power_norm"
+    description = "mean baseline divided by the variance to the power γ"
+    source = "Andrychowicz et al. 2021; FADE (000) App. 8.8"
+    defaults = {"gamma": 0.5}
+
+    def _validate(self, params):
+        self._number(params, "gamma")
+        return params
+
+    def _compute(self, g, lengths):
+        var = g.std(0) ** 2
+        return g.centered * _pow(var, -self.params["gamma"])
+
+    def _closed_form(self, k, d):
+        m = d ** (1 - 2 * k["gamma"]) * (p * _q) ** (1 - k["gamma"])
+        return m, m
+
+
+@register
+class Softmax(Advantage):
+    """Softmax weight: ``A_i = softmax_β(r)_i − 1/G`` over the group.
+
+    ``m_S = m_F = (e^{βΔ} − 1)·pq / (G·(1 + p(e^{βΔ} − 1)))`` exactly given ``p̂``.
+    """
+
+    name = "softmax"
+    description = "softmax of β·reward over the group minus the uniform weight"
+    source = "Shao et al. 2024; FADE (000) App. 8.9"
+    defaults = {"beta": 1.0}
+    erratum = ("FADE App. 8.9 prints m = (e^β−1)pq/(1+p(e^β−1)), the group sum Σ_i A_i·(±1); per rollout "
+               "(our normalisation, and the paper's own B·m convention elsewhere) the masses carry a factor 1/G.")
+
+    def _validate(self, params):
+        self._number(params, "beta", low=0, low_open=True)
+        return params
+
+    def _compute(self, g, lengths):
+        z = self.params["beta"] * (g.r - g.r.max(-1, keepdims=True))
+        w = np.exp(z)
+        w /= w.sum(-1, keepdims=True)
+        return np.where(g.degenerate, 0.0, w - 1.0 / g.G)
+
+    def _closed_form(self, k, d):
+        e = sp.exp(k["beta"] * d) - 1
+        m = e * p * _q / (G * (1 + p * e))
+        return m, m
+
+
+@register
+class LogMeanExp(Advantage):
+    """Log-mean-exp leave-one-out: ``A_i = lme_β(r) − lme_β(r_{−i})``, ``lme_β(x) = β⁻¹ log mean e^{βx}``.
+
+    Derivation (ours): with ``m = p̂e^{βΔ} + q̂`` (rewards measured from R_w),
+    ``A_s = β⁻¹ log((G−1)m/(Gm − e^{βΔ})) > 0`` and ``A_f = β⁻¹ log((G−1)m/(Gm − 1)) < 0``.
+    Expanding in 1/G, ``G·m_S = G·m_F = (e^{βΔ}−1)pq/(β(1+p(e^{βΔ}−1))) + O(1/G)``:
+    to leading order it is the softmax weight divided by β (sign-balanced); the
+    ``O(1/G)`` remainder is success-biased (``Σ_i A_i ≥ 0`` by Jensen).  The closed form
+    is this leading term; the exact finite-G masses converge to it at rate ``O(1/G)``.
+    """
+
+    name = "logmeanexp"
+    description = "leave-one-out difference of log-mean-exp of the rewards"
+    source = "Jiang et al. 2025; FADE (000) App. 8.9"
+    kind = "asymptotic"
+    defaults = {"beta": 1.0}
+    min_group = 2
+    erratum = ("FADE App. 8.9 states m_S = pe^β/(pe^β+q), m_F = q/(pe^β+q) (sign-biased, O(1)). The "
+               "leave-one-out definition gives masses of order 1/G whose leading term is sign-balanced "
+               "(softmax/β); only an O(1/G²) success bias remains. We use the derived form.")
+
+    def _validate(self, params):
+        self._number(params, "beta", low=0, low_open=True)
+        return params
+
+    def _compute(self, g, lengths):
+        # binary rewards: sums of exp(β(r − R_c)) by counts, no cancellation
+        b, Gn = self.params["beta"], g.G
+        w_fail = math.exp(-b * g.delta)
+        X = g.X
+        total = X + (Gn - X) * w_fail
+        loo = total - np.where(g.s > 0, 1.0, w_fail)  # counts times values, exact
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = (np.log(total / Gn) - np.log(loo / (Gn - 1))) / b
+        return np.where(g.degenerate, 0.0, a)
+
+    def _closed_form(self, k, d):
+        e = sp.exp(k["beta"] * d) - 1
+        m = e * p * _q / (k["beta"] * G * (1 + p * e))
+        return m, m
+
+
+@register
+class ReLU(Advantage):
+    """ReLU advantage: ``A_i = max(0, r_i − r̄)``; ``m_S = Δ·pq``, ``m_F = 0``."""
+
+    name = "relu"
+    description = "positive part of the mean-centred reward"
+    source = "Srinivasan et al. 2018; FADE (000) App. 8.11"
+
+    def _compute(self, g, lengths):
+        return np.maximum(g.centered, 0.0)
+
+    def _closed_form(self, k, d):
+        return d * p * _q, sp.Integer(0)
+
+
+@register
+class WReinforce(Advantage):
+    """W-REINFORCE: ``A = λ`` for successes, ``−1`` for failures (no baseline).
+
+    ``m_S = λp``, ``m_F = q``; Zhu et al. recommend λ = 0.1.
+    """
+
+    name = "w_reinforce"
+    description = "down-weighted positive REINFORCE: +λ / −1"
+    source = "Zhu et al. 2025; FADE (000) Fig. 2, Table 1"
+    defaults = {"lam": 0.1}
+
+    def _validate(self, params):
+        self._number(params, "lam", low=0)
+        return params
+
+    def _compute(self, g, lengths):
+        return np.where(g.s > 0, self.params["lam"], -1.0)
+
+    def _closed_form(self, k, d):
+        return k["lam"] * p, _q
+
+
+@register
+class T2T(Advantage):
+    """Thickening-to-Thinning: GRPO on the length-shaped reward
+    ``R_i = 1 − α p̂ L_i`` (correct) or ``α(1−p̂)L_i`` (wrong), ``L_i`` normalised lengths.
+
+    Given the group, ``m_S = m_F = p̂q̂·C/σ_R`` with ``C = 1 − α p̂ L̄_S − α q̂ L̄_F``
+    (FADE App. 8.2, Eq. 12-14).  The closed form assumes equal lengths within each
+    outcome, ``L_S`` = ``length_correct`` and ``L_F`` = ``length_incorrect`` (used by the
+    tables): then ``σ_R = |C|·sqrt(pq)`` and ``m_S = m_F = sign(C)·sqrt(pq)``.
+    """
+
+    name = "t2t"
+    description = "GRPO on a length-shaped reward (short successes, long failures)"
+    source = "T2T; FADE (000) App. 8.2, Eq. 12-14"
+    defaults = {"alpha": 0.1, "length_correct": 0.5, "length_incorrect": 0.5}
+    uses_lengths = True
+
+    def _validate(self, params):
+        self._number(params, "alpha", low=0)
+        self._number(params, "length_correct", low=0)
+        self._number(params, "length_incorrect", low=0)
+        return params
+
+    def default_lengths(self, successes: np.ndarray) -> np.ndarray:
+        """Lengths of the closed form's model: ``length_correct``/``length_incorrect`` by outcome."""
+        return np.where(successes > 0, self.params["length_correct"], self.params["length_incorrect"])
+
+    def _compute(self, g, lengths):
+        a = self.params["alpha"]
+        R = np.where(g.s > 0, 1.0 - a * g.phat * lengths, a * g.qhat * lengths)
+        flat = np.ptp(R, axis=-1, keepdims=True) == 0  # equal shaped rewards: no signal
+        Rc = np.where(flat, 0.0, R - R.mean(-1, keepdims=True))
+        sd = np.sqrt((Rc**2).mean(-1, keepdims=True))
+        return _div(Rc, sd)
+
+    def _closed_form(self, k, d):
+        C = 1 - k["alpha"] * p * k["length_correct"] - k["alpha"] * _q * k["length_incorrect"]
+        m = sp.sign(C) * sp.sqrt(p * _q)
+        return m, m
+
+
+@register
+class FGRPO(Advantage):
+    """F-GRPO: focal weight ``g = (1 − μ̂_pos)^γ`` times the GRPO advantage (002 Eq. 15-16).
+
+    ``m_S = m_F = q^γ·sqrt(pq)``; γ = 0 is GRPO.
+    """
+
+    name = "fgrpo"
+    description = "GRPO scaled by the focal weight (1 - p̂)^γ"
+    source = "F-GRPO (002) Eq. 15-16"
+    defaults = {"gamma": 1.0}
+
+    def _validate(self, params):
+        self._number(params, "gamma", low=0)
+        return params
+
+    def _compute(self, g, lengths):
+        return _pow(g.qhat, self.params["gamma"]) * g.grpo()
+
+    def _closed_form(self, k, d):
+        m = _q ** k["gamma"] * sp.sqrt(p * _q)
+        return m, m
+
+
+@register
+class AGRAE(Advantage):
+    """A-GRAE (003 Eq. 11-13).  With ``A`` the GRPO advantage and p̂ the group success rate,
+
+    ``A_i = ω/2·A_i/sqrt(p̂) + (1−ω)/2·A_i/sqrt(1−p̂)`` (Eq. 12), then positive advantages
+    are multiplied by ``min(1, ω/α)`` (Eq. 13).  ``ω`` is the batch success rate (Eq. 11,
+    the mean reward for rewards {0, 1}): with ``omega=None`` it is computed over the whole
+    array passed (all leading axes form the batch); a number fixes it.
+
+    ``m_F = ω/2·sqrt(q) + (1−ω)/2·sqrt(p)``, ``m_S = min(1, ω/α)·m_F``.  In the closed form
+    and in :func:`rlvr_theory.masses.exact`, ``omega=None`` means a homogeneous batch,
+    ``ω = p``.
+    """
+
+    name = "agrae"
+    description = "asymmetric GRAE: batch-accuracy-driven difficulty and positive attenuation"
+    source = "A-GRAE (003) Eq. 11-13"
+    defaults = {"omega": None, "alpha": 1.0}
+
+    def _validate(self, params):
+        self._number(params, "omega", low=0, high=1, allow_none=True)
+        self._number(params, "alpha", low=0, low_open=True)
+        return params
+
+    @property
+    def batch_level(self) -> bool:
+        return self.params["omega"] is None
+
+    def _compute(self, g, lengths, omega=None):
+        if omega is None:
+            omega = self.params["omega"] if self.params["omega"] is not None else float(g.s.mean())
+        w = omega
+        a = g.grpo()
+        base = 0.5 * w * _div(a, np.sqrt(g.phat)) + 0.5 * (1 - w) * _div(a, np.sqrt(g.qhat))
+        return np.where(base > 0, base * np.minimum(1.0, np.asarray(w) / self.params["alpha"]), base)
+
+    def _closed_form(self, k, d):
+        w = p if k["omega"] is None else k["omega"]
+        m_f = w / 2 * sp.sqrt(_q) + (1 - w) / 2 * sp.sqrt(p)
+        return sp.Min(1, w / k["alpha"]) * m_f, m_f
+
+    def population_advantages(self, rewards, p_values):
+        if self.params["omega"] is not None:
+            return None
+        r, s = self._check_rewards(rewards)
+        omega = np.asarray(p_values, float).reshape((-1,) + (1,) * r.ndim)
+        return self._compute(_Group(r[None], s[None], *self.reward_values), None, omega=omega)
+
+
+class _ScaledGRPO(Advantage):
+    """GRPO advantage with outcome- or difficulty-dependent rescaling (003 Table 1)."""
+
+    def _scale(self, g: _Group) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def _compute(self, g, lengths):
+        return g.grpo() * self._scale(g)
+
+
+@register
+class AGRAEHard(_ScaledGRPO):
+    """Hard-focused control: ``A* = γ·A/sqrt(p̂)``; ``m_S = m_F = γ·sqrt(q)``, Σ|A*| = G·sqrt(1−p̂) at γ = 1/2."""
+
+    name = "agrae_hard"
+    description = "GRPO divided by sqrt(p̂): hard-focused control"
+    source = "A-GRAE (003) Sec. 4.1, Table 1b"
+    defaults = {"gamma": 0.5}
+
+    def _validate(self, params):
+        self._number(params, "gamma", low=0)
+        return params
+
+    def _scale(self, g):
+        return self.params["gamma"] * _div(1.0, np.sqrt(g.phat))
+
+    def _closed_form(self, k, d):
+        return k["gamma"] * sp.sqrt(_q), k["gamma"] * sp.sqrt(_q)
+
+
+@register
+class AGRAEEasy(AGRAEHard):
+    """Easy-focused control: ``A* = γ·A/sqrt(1−p̂)``; ``m_S = m_F = γ·sqrt(p)``, Σ|A*| = G·sqrt(p̂) at γ = 1/2."""
+
+    name = "agrae_easy"
+    description = "GRPO divided by sqrt(1 - p̂): easy-focused control"
+    source = "A-GRAE (003) Sec. 4.1, Table 1b"
+
+    def _scale(self, g):
+        return self.params["gamma"] * _div(1.0, np.sqrt(g.qhat))
+
+    def _closed_form(self, k, d):
+        return k["gamma"] * sp.sqrt(p), k["gamma"] * sp.sqrt(p)
+
+
+@register
+class PositiveDominant(_ScaledGRPO):
+    """Positive-dominant control: positive GRPO advantages times β; ``m_S = β·sqrt(pq)``, ``m_F = sqrt(pq)``."""
+
+    name = "positive_dominant"
+    description = "GRPO with positive advantages scaled up by β"
+    source = "A-GRAE (003) Sec. 4.1, Table 1a"
+    defaults = {"beta": 10.0}
+
+    def _validate(self, params):
+        self._number(params, "beta", low=0, low_open=True)
+        return params
+
+    _power = 1  # positives times beta**_power
+
+    def _scale(self, g):
+        return np.where(g.s > 0, self.params["beta"] ** self._power, 1.0)
+
+    def _closed_form(self, k, d):
+        return k["beta"] ** self._power * sp.sqrt(p * _q), sp.sqrt(p * _q)
+
+
+@register
+class NegativeDominant(PositiveDominant):
+    """Negative-dominant control: positive GRPO advantages divided by β; ``m_S = sqrt(pq)/β``, ``m_F = sqrt(pq)``."""
+
+    name = "negative_dominant"
+    description = "GRPO with positive advantages scaled down by β"
+    source = "A-GRAE (003) Sec. 4.1, Table 1a"
+
+    _power = -1
+
+
+@register
+class IAC(_ScaledGRPO):
+    """Inverse-success advantage calibration: positive GRPO advantages times ``(G − |S⁺|)^α``.
+
+    ``m_S = sqrt(pq)·(Gq)^α``, ``m_F = sqrt(pq)`` (004 Sec. 3.1); α = 0 is GRPO.
+    """
+
+    name = "iac"
+    description = "GRPO with positives scaled by (number of failures)^α"
+    source = "Over-sharpening (004) Sec. 3.1"
+    defaults = {"alpha": 1.0}
+
+    def _validate(self, params):
+        self._number(params, "alpha", low=0)
+        return params
+
+    def _scale(self, g):
+        return np.where(g.s > 0, _pow(g.G - g.X, self.params["alpha"]), 1.0)
+
+    def _closed_form(self, k, d):
+        return sp.sqrt(p * _q) * (G * _q) ** k["alpha"], sp.sqrt(p * _q)
+
+
+@register
+class GRPON(Advantage):
+    """GRPO-N: only the negative GRPO advantages, ``A_i = min(A_i^GRPO, 0)``; ``m_S = 0``, ``m_F = sqrt(pq)``."""
+
+    name = "grpo_n"
+    description = "negative-only GRPO (relative negative gradients)"
+    source = "Two-stage view (001) App. B.5"
+
+    def _compute(self, g, lengths):
+        return np.minimum(g.grpo(), 0.0)
+
+    def _closed_form(self, k, d):
+        return sp.Integer(0), sp.sqrt(p * _q)
+
+
+@register
+class FADE(Advantage):
+    """FADE with fixed (α, δ): ``A_i = q̂^(α−1)·(r_i − r̄)``, divided by δ when ``r_i < r̄`` (000 Eq. 11).
+
+    ``m_S = Δ·p q^α``, ``m_F = Δ·p q^α/δ``.  :class:`rlvr_theory.schedules.FADESchedule`
+    sets α and δ from EMAs of solve rate and entropy (000 Alg. 2).
+    """
+
+    name = "fade"
+    description = "Power α with failures scaled by 1/δ (FADE at fixed α, δ)"
+    source = "FADE (000) Eq. 11, Alg. 2"
+    defaults = {"alpha": 1.0, "delta": 1.0}
+
+    def _validate(self, params):
+        self._number(params, "alpha", low=0)
+        self._number(params, "delta", low=0, low_open=True)
+        return params
+
+    def _compute(self, g, lengths):
+        a = g.centered * _pow(g.qhat, self.params["alpha"] - 1)
+        return np.where(g.centered < 0, a / self.params["delta"], a)
+
+    def _closed_form(self, k, d):
+        m = d * p * _q ** k["alpha"]
+        return m, m / k["delta"]
+
+
+def iter_default() -> Iterator[Advantage]:
+    """One instance of every registered family with its default parameters."""
+    for name in _REGISTRY:
+        yield get(name)

@@ -1,0 +1,411 @@
+"""Positive and negative gradient masses (m_S, m_F) of an advantage function.
+
+Convention (FADE (000) Sec. 2, Eq. 1-3, Table 1, divided by the batch size): for one
+prompt with ``G`` rollouts, rewards ``r`` and advantages ``A = adv(r)``, the update is
+
+    Σ_i A_i ∇log π(τ_i) = G·(M_S·∇̄_S − M_F·∇̄_F),
+    M_S = (1/G)·Σ_{i∈S} A_i,        M_F = −(1/G)·Σ_{i∈F} A_i,
+
+with ``S`` the successful and ``F`` the failed rollouts and ∇̄ their mean score
+gradients.  The papers' Table 1 writes the same quantities times the batch size.
+
+Three views of the masses:
+
+* :func:`of_group` — the masses of given reward groups (any leading batch axes);
+* :func:`closed_form` — the paper's formula evaluated at a solve rate ``p`` (the
+  "plug-in" value, exact at ``p = p̂`` for families of kind ``"exact"``);
+* :func:`exact` — the exact finite-G expectation ``m(p, G) = Σ_x Binom(x; G, p)·M(x)``,
+  which the papers do not give.
+
+Ratios: the sign ratio ``m_S/m_F`` and the advantage ratio ``ρ = m_S·p/(m_F·q)``
+(FADE Table 7, Sec. 11.3).  Where both masses vanish (``p ∈ {0, 1}``) the ratios are
+their limits from inside ``(0, 1)``; ``m_S > 0 = m_F`` gives ``inf``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import numpy as np
+import pandas as pd
+import sympy as sp
+from scipy import stats
+
+from . import advantages as _adv
+from .advantages import Advantage
+
+__all__ = [
+    "Masses",
+    "of_group",
+    "abs_sum",
+    "closed_form",
+    "exact",
+    "outcome_advantages",
+    "sign_ratio",
+    "advantage_ratio",
+    "table",
+    "expressions",
+    "peak",
+]
+
+
+class Masses(NamedTuple):
+    """Positive mass ``m_S`` and negative mass ``m_F`` (arrays of equal shape)."""
+
+    m_S: np.ndarray
+    m_F: np.ndarray
+
+
+# ----------------------------------------------------------------- helpers
+def _as_adv(adv: Advantage | str) -> Advantage:
+    if isinstance(adv, Advantage):
+        return adv
+    if isinstance(adv, str):
+        return _adv.get(adv)
+    raise ValueError(f"adv must be an Advantage or a registered name, got {type(adv).__name__}")
+
+
+def _check_p(p: Any) -> np.ndarray:
+    try:
+        arr = np.asarray(p, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("p must be a number or an array of numbers in [0, 1]") from None
+    if not np.all(np.isfinite(arr)) or np.any((arr < 0) | (arr > 1)):
+        raise ValueError(f"p must lie in [0, 1], got {p!r}")
+    return arr
+
+
+def _check_G(G: Any, adv: Advantage | None = None, *, required: bool = True) -> int | None:
+    if G is None:
+        if required:
+            raise ValueError("G is required: the group size, an integer >= 1")
+        return None
+    if isinstance(G, bool) or not isinstance(G, (int, np.integer)) and not (
+        isinstance(G, float) and G.is_integer()
+    ):
+        raise ValueError(f"G must be an integer >= 1, got {G!r}")
+    G = int(G)
+    if G < 1:
+        raise ValueError(f"G must be an integer >= 1, got {G}")
+    if adv is not None:
+        need = adv.min_group
+        for key in ("k",):
+            if key in adv.params and adv.name.startswith("passk"):
+                need = max(need, adv.params[key])
+        if G < need:
+            raise ValueError(f"G must be >= {need} for {adv!r}, got {G}")
+    return G
+
+
+# ---------------------------------------------------------------- of_group
+def of_group(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> Masses:
+    """Masses of each group: ``M_S = (1/G)Σ_{i∈S} A_i``, ``M_F = −(1/G)Σ_{i∈F} A_i``.
+
+    ``rewards``: ``[..., G]`` binary array (values ``adv.reward_values``).  Returns arrays of
+    shape ``rewards.shape[:-1]``.  Source: FADE (000) Eq. 3.
+    """
+    adv = _as_adv(adv)
+    A = adv(rewards, lengths=lengths)
+    success = np.asarray(rewards, dtype=float) == adv.reward_values[1]
+    Gn = A.shape[-1]
+    return Masses(np.where(success, A, 0.0).sum(-1) / Gn, -np.where(success, 0.0, A).sum(-1) / Gn)
+
+
+def abs_sum(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> np.ndarray:
+    """Σ_i |A_i| per group, the update magnitude of A-GRAE (003) Theorem 2.
+
+    For GRPO it equals ``2G·sqrt(p̂(1−p̂))``; for the hard/easy controls ``G·sqrt(1−p̂)``
+    and ``G·sqrt(p̂)`` (003 Table 1b).
+    """
+    return np.abs(_as_adv(adv)(rewards, lengths=lengths)).sum(-1)
+
+
+def _canonical_groups(adv: Advantage, G: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Reward rows with x = 0..G successes (successes first), and their model lengths."""
+    succ = (np.arange(G)[None, :] < np.arange(G + 1)[:, None]).astype(float)
+    rw, rc = adv.reward_values
+    rewards = rw + (rc - rw) * succ
+    lengths = adv.default_lengths(succ) if adv.uses_lengths else None
+    return rewards, lengths
+
+
+def outcome_advantages(adv: Advantage | str, G: int) -> pd.DataFrame:
+    """The advantage of a success and of a failure in a group with ``x`` successes.
+
+    One row per ``x = 0..G``: ``x``, ``p_hat``, ``A_success`` (NaN if x = 0),
+    ``A_failure`` (NaN if x = G), ``m_S``, ``m_F``, ``mean_abs_A``.  Group-level families
+    only (batch-level ones need a batch).  Used by F-GRPO Fig. 3 and A-GRAE Fig. 6.
+    """
+    adv = _as_adv(adv)
+    G = _check_G(G, adv)
+    table = _per_x(adv, G)
+    rewards, lengths = _canonical_groups(adv, G)
+    A = adv(rewards, lengths=lengths)
+    x = np.arange(G + 1)
+    a_s = np.where(x > 0, A[:, 0], np.nan)
+    a_f = np.where(x < G, A[:, -1], np.nan)
+    return pd.DataFrame({"x": x, "p_hat": x / G, "A_success": a_s, "A_failure": a_f,
+                         "m_S": table[0], "m_F": table[1], "mean_abs_A": table[2]})
+
+
+@functools.lru_cache(maxsize=512)
+def _per_x(adv: Advantage, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """M_S(x), M_F(x), mean|A|(x) for x = 0..G (group-level families)."""
+    rewards, lengths = _canonical_groups(adv, G)
+    m = of_group(adv, rewards, lengths=lengths)
+    mean_abs = np.abs(adv(rewards, lengths=lengths)).mean(-1)
+    for arr in (m.m_S, m.m_F, mean_abs):
+        arr.setflags(write=False)
+    return m.m_S, m.m_F, mean_abs
+
+
+def _per_x_population(adv: Advantage, G: int, p: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Like :func:`_per_x` with one row per p for batch-level families: arrays [P, G+1]."""
+    rewards, _ = _canonical_groups(adv, G)
+    A = adv.population_advantages(rewards, p)
+    success = rewards == adv.reward_values[1]
+    m_s = np.where(success, A, 0.0).sum(-1) / G
+    m_f = -np.where(success, 0.0, A).sum(-1) / G
+    return m_s, m_f, np.abs(A).mean(-1)
+
+
+def _binom_pmf(p: np.ndarray, G: int) -> np.ndarray:
+    """pmf[..., x] = Binom(x; G, p), shape p.shape + (G+1,)."""
+    return stats.binom.pmf(np.arange(G + 1), G, p[..., None])
+
+
+# -------------------------------------------------------------------- exact
+def exact(adv: Advantage | str, p: Any, G: int, *, with_abs: bool = False) -> Masses:
+    """Exact finite-G expectation ``m(p, G) = Σ_{x=0}^{G} Binom(x; G, p)·M(x)``.
+
+    ``M(x)`` are the masses of a group with ``x`` successes (:func:`of_group`), so this is
+    exact for every family, including those whose paper formula only holds given ``p̂``
+    or as ``G → ∞``.  Vectorised over ``p``.  With ``with_abs=True`` returns a triple whose
+    third entry is ``E[(1/G)Σ_i|A_i|]``.  Batch-level families (A-GRAE with
+    ``omega=None``) are evaluated in a homogeneous batch, ``ω = p``.
+    """
+    adv = _as_adv(adv)
+    pa = _check_p(p)
+    G = _check_G(G, adv)
+    pmf = _binom_pmf(pa.ravel(), G)
+    if adv.batch_level:
+        per_x = _per_x_population(adv, G, pa.ravel())
+        out = [np.einsum("px,px->p", pmf, t).reshape(pa.shape) for t in per_x]
+    else:
+        out = [(pmf @ t).reshape(pa.shape) for t in _per_x(adv, G)]
+    if with_abs:
+        return out[0], out[1], out[2]  # type: ignore[return-value]
+    return Masses(out[0], out[1])
+
+
+# -------------------------------------------------------------- closed form
+@functools.lru_cache(maxsize=512)
+def _lambdified(adv: Advantage, G: int | None):
+    m_s, m_f = adv.closed_form()
+    needs_G = any(_adv.G in e.free_symbols for e in (m_s, m_f))
+    if needs_G and G is None:
+        raise ValueError(f"G is required: the closed form of {adv!r} depends on the group size")
+    if needs_G:
+        m_s, m_f = m_s.subs(_adv.G, G), m_f.subs(_adv.G, G)
+    return sp.lambdify(_adv.p, m_s, "numpy"), sp.lambdify(_adv.p, m_f, "numpy"), (m_s, m_f)
+
+
+def _eval(fn, p: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.broadcast_to(np.asarray(fn(p), dtype=float), p.shape).copy()
+
+
+def closed_form(adv: Advantage | str, p: Any, G: int | None = None) -> Masses:
+    """The paper's masses evaluated at solve rate(s) ``p`` (FADE Table 1 / App. 8).
+
+    ``G`` is needed only where the formula depends on the group size (``rloo``,
+    ``passk_tang``, ``softmax``, ``logmeanexp``, ``iac``, ``grpo`` with ``ddof=1``).
+    For families of kind ``"exact"``, ``closed_form(adv, X/G, G)`` equals
+    ``of_group`` of any group with ``X`` successes.
+    """
+    adv = _as_adv(adv)
+    pa = _check_p(p)
+    G = _check_G(G, adv, required=False)
+    f_s, f_f, exprs = _lambdified(adv, G)
+    m_s, m_f = _eval(f_s, pa), _eval(f_f, pa)
+    bad = ~(np.isfinite(m_s) & np.isfinite(m_f))
+    if np.any(bad):  # only at the closed interval's ends: use the one-sided limits
+        for val in np.unique(pa[bad]):
+            direction = "+" if val < 0.5 else "-"
+            lim = [float(sp.limit(e, _adv.p, sp.nsimplify(val), direction)) for e in exprs]
+            sel = bad & (pa == val)
+            m_s[sel], m_f[sel] = lim
+    return Masses(m_s, m_f)
+
+
+_exact = exact  # the ratio functions take a keyword named ``exact``
+
+
+# ------------------------------------------------------------------- ratios
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    num, den = np.broadcast_arrays(np.asarray(num, float), np.asarray(den, float))
+    out = np.full(num.shape, np.nan)
+    nz = den != 0
+    out[nz] = num[nz] / den[nz]
+    out[~nz & (num > 0)] = np.inf
+    out[~nz & (num < 0)] = -np.inf
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _closed_ratio_limit(adv: Advantage, G: int | None, at: float, rho: bool) -> float:
+    """Limit of the closed-form ratio at p -> 0+ or 1-: direct substitution when sympy's
+    automatic cancellation already removed the 0/0, else ``sympy.limit``."""
+    f_s, f_f, (m_s, m_f) = _lambdified(adv, G)
+    inside = np.array([1e-7 if at == 0 else 1 - 1e-7])
+    if m_s.is_zero:  # the positive mass vanishes identically
+        return 0.0
+    if m_f.is_zero:  # the negative mass vanishes identically: ±inf by the sign of m_S inside
+        return -np.inf if _eval(f_s, inside)[0] < 0 else np.inf
+    expr = m_s / m_f * (_adv.p / (1 - _adv.p) if rho else 1)
+    point = sp.Integer(int(at))
+    val = expr.subs(_adv.p, point)
+    if not val.is_finite:
+        try:
+            val = sp.limit(expr, _adv.p, point, "+" if at == 0 else "-")
+        except (NotImplementedError, ValueError, TypeError):  # pragma: no cover - sympy gave up
+            val = sp.nan
+    try:
+        out = float(val)
+    except TypeError:  # complex infinity
+        out = float("nan")
+    if np.isnan(out):  # sympy could not decide (piecewise forms): the ratio just inside
+        num = _eval(f_s, inside)[0] * (inside[0] if rho else 1.0)
+        den = _eval(f_f, inside)[0] * ((1 - inside[0]) if rho else 1.0)
+        out = float(_ratio(num, den))
+    return out
+
+
+def _exact_ratio_limit(adv: Advantage, G: int, at: float, rho: bool) -> float:
+    """Limit of E[M_S]/E[M_F] as p -> 0 or 1.
+
+    Near an end the expectations are dominated by the group count x closest to it with a
+    non-zero mass, so the ratio tends to M_S(x)/M_F(x) there; ρ multiplies by p/q.
+    """
+    if adv.batch_level:
+        m_s, m_f, _ = (t[0] for t in _per_x_population(adv, G, np.array([at])))
+    else:
+        m_s, m_f, _ = _per_x(adv, G)
+    xs = range(G + 1) if at == 0 else range(G, -1, -1)
+    r = float("nan")
+    for x in xs:
+        if m_s[x] != 0 or m_f[x] != 0:
+            r = float(_ratio(m_s[x], m_f[x]))
+            break
+    if rho and r not in (0.0, np.inf) and not np.isnan(r):
+        r = 0.0 if at == 0 else np.inf
+    return r
+
+
+def _ratios(adv: Advantage, p: np.ndarray, G: int | None, m: Masses, use_exact: bool,
+            rho: bool) -> np.ndarray:
+    num = m.m_S * (p if rho else 1.0)
+    den = m.m_F * ((1.0 - p) if rho else 1.0)
+    out = _ratio(num, den)
+    undefined = (num == 0) & (den == 0)
+    for at in (0.0, 1.0):
+        sel = undefined & (p == at)
+        if np.any(sel):
+            out[sel] = (_exact_ratio_limit(adv, G, at, rho) if use_exact
+                        else _closed_ratio_limit(adv, G, at, rho))
+    return out
+
+
+def sign_ratio(adv: Advantage | str, p: Any, G: int | None = None, *, exact: bool = False) -> np.ndarray:
+    """``m_S/m_F``: 1 for sign-balanced families (FADE Sec. 2.2), ``inf`` when ``m_F = 0 < m_S``.
+
+    ``exact=True`` uses the finite-G expectations (``G`` required).
+    """
+    adv = _as_adv(adv)
+    pa = _check_p(p)
+    G = _check_G(G, adv, required=exact)
+    m = _exact(adv, pa, G) if exact else closed_form(adv, pa, G)
+    return _ratios(adv, pa, G, m, exact, rho=False)
+
+
+def advantage_ratio(adv: Advantage | str, p: Any, G: int | None = None, *, exact: bool = False) -> np.ndarray:
+    """``ρ(p) = m_S·p/(m_F·q)`` (FADE Sec. 4.1, Table 7); ``p/(1−p)`` for sign-balanced families."""
+    adv = _as_adv(adv)
+    pa = _check_p(p)
+    G = _check_G(G, adv, required=exact)
+    m = _exact(adv, pa, G) if exact else closed_form(adv, pa, G)
+    return _ratios(adv, pa, G, m, exact, rho=True)
+
+
+def peak(adv: Advantage | str, which: str = "m_S", G: int | None = None) -> tuple[float, float]:
+    """Solve rate maximising a closed-form mass, and the maximum: ``(p*, m*)``.
+
+    ``which`` is ``"m_S"`` or ``"m_F"``.  Power α peaks at ``p* = 1/(1+α)`` with value
+    ``1/4`` under the normalisation of FADE Eq. 27; Dr. GRPO at ``1/2`` (FADE Sec. 2.2).
+    Bounded scalar search on [0, 1] to ``1e-12`` in ``p``.
+    """
+    from scipy.optimize import minimize_scalar
+
+    adv = _as_adv(adv)
+    if which not in ("m_S", "m_F"):
+        raise ValueError(f"which must be 'm_S' or 'm_F', got {which!r}")
+    G = _check_G(G, adv, required=False)
+    f = _lambdified(adv, G)[0 if which == "m_S" else 1]
+    res = minimize_scalar(lambda x: -float(_eval(f, np.array(x))), bounds=(0.0, 1.0), method="bounded",
+                          options={"xatol": 1e-12})
+    return float(res.x), float(-res.fun)
+
+
+# -------------------------------------------------------------------- table
+def _balance(ms: np.ndarray, mf: np.ndarray) -> np.ndarray:
+    close = np.isclose(ms, mf, rtol=1e-12, atol=1e-15)
+    return np.where(close, "balanced", np.where(ms > mf, "success-biased", "failure-biased"))
+
+
+def table(p: Any = (0.3, 0.5), G: int = 8,
+          advantages: Iterable[Advantage | str] | None = None) -> pd.DataFrame:
+    """Masses of many advantages at many solve rates: FADE Table 1 and Table 7, plus exact columns.
+
+    One row per (advantage, p) with columns ``advantage``, ``params``, ``kind``, ``p``,
+    ``G``, ``m_S``, ``m_F`` (closed form at ``p``, the paper's plug-in value),
+    ``m_S_exact``, ``m_F_exact`` (finite-G expectation), ``sign_ratio``,
+    ``advantage_ratio`` (ρ of the closed form), ``advantage_ratio_exact``,
+    ``mean_abs_A_exact`` (``E[(1/G)Σ|A_i|]``) and ``balance`` (of the closed form).
+    ``advantages`` defaults to every registered family with default parameters.
+    """
+    pa = np.atleast_1d(_check_p(p)).ravel()
+    G = _check_G(G)
+    advs = [_as_adv(a) for a in (advantages if advantages is not None else _adv.iter_default())]
+    frames = []
+    for a in advs:  # one vectorised evaluation per family
+        _check_G(G, a)
+        cf = closed_form(a, pa, G)
+        ms_x, mf_x, abs_x = exact(a, pa, G, with_abs=True)
+        frames.append(pd.DataFrame({
+            "advantage": a.name,
+            "params": ", ".join(f"{k}={v}" for k, v in a.params.items()),
+            "kind": a.kind,
+            "p": pa, "G": G,
+            "m_S": cf.m_S, "m_F": cf.m_F,
+            "m_S_exact": ms_x, "m_F_exact": mf_x,
+            "sign_ratio": _ratios(a, pa, G, cf, False, False),
+            "advantage_ratio": _ratios(a, pa, G, cf, False, True),
+            "advantage_ratio_exact": _ratios(a, pa, G, Masses(ms_x, mf_x), True, True),
+            "mean_abs_A_exact": abs_x,
+            "balance": _balance(cf.m_S, cf.m_F),
+        }))
+    return pd.concat(frames, ignore_index=True)
+
+
+def expressions(advantages: Sequence[Advantage | str] | None = None) -> pd.DataFrame:
+    """The closed forms as text: one row per family with ``m_S``, ``m_F`` (sympy strings),
+    their LaTeX, ``kind``, ``source`` and ``erratum`` (where we depart from the paper)."""
+    rows = []
+    for a in (advantages if advantages is not None else list(_adv.iter_default())):
+        a = _as_adv(a)
+        ms, mf = a.closed_form()
+        rows.append({"advantage": a.name, "params": ", ".join(f"{k}={v}" for k, v in a.params.items()),
+                     "m_S": str(ms), "m_F": str(mf), "m_S_latex": sp.latex(ms), "m_F_latex": sp.latex(mf),
+                     "kind": a.kind, "source": a.source, "erratum": a.erratum or ""})
+    return pd.DataFrame(rows)
