@@ -134,7 +134,7 @@ def _pow(base: np.ndarray, expo: float) -> np.ndarray:
     return out
 
 
-class _Group:
+class Group:
     """Per-group statistics shared by the families (last axis = group)."""
 
     def __init__(self, r: np.ndarray, s: np.ndarray, rw: float, rc: float):
@@ -262,7 +262,7 @@ class Advantage:
         """
         r, s = self._check_rewards(rewards)
         lens = self._check_lengths(lengths, r.shape)
-        return self._compute(_Group(r, s, *self.reward_values), lens)
+        return self._compute(Group(r, s, *self.reward_values), lens)
 
     def _check_rewards(self, rewards: Any) -> tuple[np.ndarray, np.ndarray]:
         try:
@@ -301,7 +301,7 @@ class Advantage:
             raise ValueError("lengths must be finite and >= 0")
         return L
 
-    def _compute(self, g: _Group, lengths: np.ndarray | None) -> np.ndarray:  # pragma: no cover
+    def _compute(self, g: Group, lengths: np.ndarray | None) -> np.ndarray:  # pragma: no cover
         raise NotImplementedError
 
     # ----------------------------------------------------------- closed form
@@ -640,7 +640,7 @@ class PassKChen(Advantage):
             )
         return r, s
 
-    def _chen(self, g: _Group) -> np.ndarray:
+    def _chen(self, g: Group) -> np.ndarray:
         k, Gn = self.params["k"], g.G
         F = Gn - g.X
         one_minus_R = _ratio_of_binomials(F, Gn, k)
@@ -1021,13 +1021,13 @@ class AGRAE(Advantage):
             return None
         r, s = self._check_rewards(rewards)
         omega = np.asarray(p_values, float).reshape((-1,) + (1,) * r.ndim)
-        return self._compute(_Group(r[None], s[None], *self.reward_values), None, omega=omega)
+        return self._compute(Group(r[None], s[None], *self.reward_values), None, omega=omega)
 
 
 class _ScaledGRPO(Advantage):
     """GRPO advantage with outcome- or difficulty-dependent rescaling (003 Table 1)."""
 
-    def _scale(self, g: _Group) -> np.ndarray:  # pragma: no cover
+    def _scale(self, g: Group) -> np.ndarray:  # pragma: no cover
         raise NotImplementedError
 
     def _compute(self, g, lengths):

@@ -30,7 +30,7 @@ from typing import Any, Iterable, NamedTuple, Sequence
 import numpy as np
 import pandas as pd
 import sympy as sp
-from scipy import stats
+from scipy import special
 
 from . import advantages as _adv
 from .advantages import Advantage
@@ -171,8 +171,19 @@ def _per_x_population(adv: Advantage, G: int, p: np.ndarray) -> tuple[np.ndarray
 
 
 def _binom_pmf(p: np.ndarray, G: int) -> np.ndarray:
-    """pmf[..., x] = Binom(x; G, p), shape p.shape + (G+1,)."""
-    return stats.binom.pmf(np.arange(G + 1), G, p[..., None])
+    """pmf[..., x] = Binom(x; G, p), shape p.shape + (G+1,).
+
+    ``C(G, x)·p^x·q^(G−x)`` in floating point (exact 0**0 = 1 at p ∈ {0, 1}, harmless
+    underflow for subnormal p); in log space beyond G = 1000 where C(G, x) overflows.
+    """
+    x = np.arange(G + 1)
+    p = p[..., None]
+    if G <= 1000:
+        return special.comb(G, x) * np.power(p, x) * np.power(1.0 - p, G - x)
+    with np.errstate(divide="ignore"):
+        logpmf = (special.gammaln(G + 1) - special.gammaln(x + 1) - special.gammaln(G - x + 1)
+                  + special.xlogy(x, p) + special.xlog1py(G - x, -p))
+    return np.exp(logpmf)
 
 
 # -------------------------------------------------------------------- exact
@@ -303,17 +314,43 @@ def _exact_ratio_limit(adv: Advantage, G: int, at: float, rho: bool) -> float:
     return r
 
 
+@functools.lru_cache(maxsize=512)
+def _ratio_fn(adv: Advantage, G: int | None):
+    """m_S/m_F as one lambdified expression (sympy cancels common factors: 1 for
+    sign-balanced families even where both masses vanish or underflow)."""
+    m_s, m_f = _lambdified(adv, G)[2]
+    expr = m_s / m_f
+    if m_s.is_zero or m_f.is_zero or expr.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
+        return None  # piecewise forms with a vanishing branch: left to the limits
+    return sp.lambdify(_adv.p, expr, "numpy")
+
+
 def _ratios(adv: Advantage, p: np.ndarray, G: int | None, m: Masses, use_exact: bool,
             rho: bool) -> np.ndarray:
-    num = m.m_S * (p if rho else 1.0)
-    den = m.m_F * ((1.0 - p) if rho else 1.0)
-    out = _ratio(num, den)
-    undefined = (num == 0) & (den == 0)
-    for at in (0.0, 1.0):
-        sel = undefined & (p == at)
-        if np.any(sel):
-            out[sel] = (_exact_ratio_limit(adv, G, at, rho) if use_exact
-                        else _closed_ratio_limit(adv, G, at, rho))
+    """Sign ratio (or ρ) from masses ``m``; 0/0 resolved symbolically or by the one-sided
+    limit toward the nearer end of [0, 1] (where the masses vanish or underflow)."""
+    out = _ratio(m.m_S, m.m_F)
+    undefined = (m.m_S == 0) & (m.m_F == 0)
+    if not use_exact and np.any(undefined):
+        fn = _ratio_fn(adv, G)
+        if fn is not None:
+            val = _eval(fn, p)
+            ok = undefined & np.isfinite(val)
+            out[ok] = val[ok]
+            undefined &= ~ok
+    if rho:
+        with np.errstate(all="ignore"):
+            out = np.array(out * (p / (1.0 - p)), dtype=float)
+        undefined |= np.isnan(out)
+    if np.any(undefined):
+        if use_exact and not any(np.any(t) for t in _per_x(adv, G)[:2]) and not adv.batch_level:
+            raise ValueError(f"G: {adv!r} gives zero masses for every group of size G = {G}; "
+                             "m_S/m_F is undefined")
+        for at in (0.0, 1.0):
+            sel = undefined & ((p < 0.5) if at == 0.0 else (p >= 0.5))
+            if np.any(sel):
+                out[sel] = (_exact_ratio_limit(adv, G, at, rho) if use_exact
+                            else _closed_ratio_limit(adv, G, at, rho))
     return out
 
 

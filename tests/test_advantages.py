@@ -1,0 +1,168 @@
+"""The advantage registry: definitions on concrete reward vectors, input checking, reward values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlvr_theory import advantages
+
+CANONICAL = ["reinforce", "grpo", "dr_grpo", "rloo", "skew_r", "power_alpha", "power_alpha_easy",
+             "asym_power_alpha", "asym_grpo", "maxrl", "passk_tang", "passk_chen", "passk_mix", "asymrl",
+             "quantile", "mc_grpo", "binary_contrastive", "power_norm", "softmax", "logmeanexp", "relu",
+             "w_reinforce", "t2t", "fgrpo", "agrae", "agrae_hard", "agrae_easy", "positive_dominant",
+             "negative_dominant", "iac", "grpo_n", "fade"]
+
+
+def test_registry_has_every_canonical_name_with_metadata():
+    assert set(CANONICAL) <= set(advantages.names())
+    for name in CANONICAL:
+        cls = advantages.registry()[name]
+        assert cls.description and cls.source, name
+        assert cls.kind in ("exact", "expectation", "asymptotic")
+
+
+def test_issue_example():
+    adv = advantages.get("asym_grpo", delta=0.5)
+    out = adv(np.array([[1, 0, 0, 1, 0, 0, 0, 0]]))
+    assert out.shape == (1, 8)
+    np.testing.assert_allclose(out, [[0.75, -0.5, -0.5, 0.75, -0.5, -0.5, -0.5, -0.5]])
+
+
+def test_definitions_on_a_concrete_group():
+    r = np.array([1.0, 0, 0, 0])  # p̂ = 1/4
+    s = np.sqrt(3) / 4  # population std
+    np.testing.assert_allclose(advantages.get("grpo")(r), (r - 0.25) / s)
+    np.testing.assert_allclose(advantages.get("grpo", ddof=1)(r), (r - 0.25) / np.std(r, ddof=1))
+    np.testing.assert_allclose(advantages.get("rloo")(r), [1, -1 / 3, -1 / 3, -1 / 3])
+    np.testing.assert_allclose(advantages.get("maxrl")(r), [3, -1, -1, -1])
+    np.testing.assert_allclose(advantages.get("power_alpha", alpha=2)(r), (r - 0.25) * 0.75)
+    np.testing.assert_allclose(advantages.get("binary_contrastive")(r), [1, -1 / 3, -1 / 3, -1 / 3])
+    np.testing.assert_allclose(advantages.get("relu")(r), [0.75, 0, 0, 0])
+    np.testing.assert_allclose(advantages.get("w_reinforce", lam=0.1)(r), [0.1, -1, -1, -1])
+    np.testing.assert_allclose(advantages.get("quantile", tau=0.5)(r), [1, 0, 0, 0])
+    np.testing.assert_allclose(advantages.get("quantile", tau=0.9)(r), [0, -1, -1, -1])
+    np.testing.assert_allclose(advantages.get("grpo_n")(r), np.minimum((r - 0.25) / s, 0))
+    np.testing.assert_allclose(advantages.get("iac", alpha=1)(r), np.where(r > 0, 3, 1) * (r - 0.25) / s)
+    sm = np.exp(2 * r) / np.exp(2 * r).sum()
+    np.testing.assert_allclose(advantages.get("softmax", beta=2)(r), sm - 0.25)
+    np.testing.assert_allclose(advantages.get("fade", alpha=2, delta=0.5)(r), np.where(r > 0, 0.75, -0.5) * 0.75)
+
+
+def test_groups_without_signal_give_zeros_not_nan():
+    flat = np.array([[0.0] * 6, [1.0] * 6])
+    for name in advantages.names():
+        adv = advantages.get(name)
+        kw = {"lengths": adv.default_lengths(flat)} if adv.uses_lengths else {}
+        out = adv(flat, **kw)
+        assert np.all(np.isfinite(out)), name
+        if name not in ("reinforce", "w_reinforce"):
+            np.testing.assert_array_equal(out, 0.0, err_msg=name)
+    np.testing.assert_array_equal(advantages.get("reinforce")(flat), flat)
+    np.testing.assert_array_equal(advantages.get("w_reinforce", lam=0.2)(flat), np.where(flat > 0, 0.2, -1.0))
+
+
+@pytest.mark.parametrize("name", ["grpo", "maxrl", "passk_chen", "binary_contrastive", "fgrpo", "agrae_hard",
+                                  "t2t", "w_reinforce", "iac"])
+def test_invariant_families_ignore_the_reward_values(name):
+    rng = np.random.default_rng(1)
+    s = rng.random((20, 8)) < 0.4
+    a, b = advantages.get(name), advantages.get(name, reward_values=(-1, 1))
+    kw = {"lengths": a.default_lengths(s.astype(float))} if a.uses_lengths else {}
+    np.testing.assert_allclose(a(s.astype(float), **kw), b(np.where(s, 1.0, -1.0), **kw), atol=1e-12)
+
+
+def test_dr_grpo_scales_with_the_reward_gap():
+    r = np.array([1.0, 0, 1, 0, 0])
+    np.testing.assert_allclose(advantages.get("dr_grpo", reward_values=(-1, 1))(2 * r - 1),
+                               2 * advantages.get("dr_grpo")(r))
+
+
+def test_bool_rewards_are_accepted_and_shape_is_kept():
+    r = np.zeros((2, 3, 5), dtype=bool)
+    r[..., 0] = True
+    out = advantages.get("grpo")(r)
+    assert out.shape == (2, 3, 5) and out.dtype == np.float64
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.array([[1.0, 0.5, 0]]), "rewards must be binary"),
+    (np.array([[1.0, np.nan, 0]]), "rewards must be finite"),
+    (3.0, "rewards must have at least one axis"),
+    ([["a", "b"]], "rewards must be a numeric array"),
+])
+def test_bad_rewards_are_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        advantages.get("grpo")(bad)
+
+
+def test_bad_parameters_are_refused_with_their_name():
+    with pytest.raises(ValueError, match="asym_grpo: delta must be a finite number > 0"):
+        advantages.get("asym_grpo", delta=0)
+    with pytest.raises(ValueError, match="unknown parameter"):
+        advantages.get("grpo", delta=1)
+    with pytest.raises(ValueError, match="passk_chen: k must be an integer >= 1"):
+        advantages.get("passk_chen", k=2.5)
+    with pytest.raises(ValueError, match="quantile: tau"):
+        advantages.get("quantile", tau=0)
+    with pytest.raises(ValueError, match="grpo: ddof must be 0 or 1"):
+        advantages.get("grpo", ddof=2)
+    with pytest.raises(ValueError, match="reward_values"):
+        advantages.get("grpo", reward_values=(1, 0))
+    with pytest.raises(ValueError, match="^name: unknown advantage 'nope'; allowed: "):
+        advantages.get("nope")
+    with pytest.raises(ValueError, match="power_alpha: normalize must be True or False"):
+        advantages.get("power_alpha", normalize="yes")
+
+
+def test_group_size_and_lengths_checks():
+    with pytest.raises(ValueError, match="rewards: passk_chen with k = 4 needs a group size G >= k"):
+        advantages.get("passk_chen", k=4)(np.array([1.0, 0, 0]))
+    with pytest.raises(ValueError, match="rewards: rloo needs a group size G >= 2"):
+        advantages.get("rloo")(np.array([1.0]))
+    with pytest.raises(ValueError, match="lengths: t2t needs the response lengths"):
+        advantages.get("t2t")(np.array([1.0, 0]))
+    with pytest.raises(ValueError, match="lengths: grpo does not use response lengths"):
+        advantages.get("grpo")(np.array([1.0, 0]), lengths=[1, 2])
+    with pytest.raises(ValueError, match="lengths must be finite and >= 0"):
+        advantages.get("t2t")(np.array([1.0, 0]), lengths=[-1, 2])
+
+
+def test_closed_form_is_sympy_in_p():
+    ms, mf = advantages.get("asym_grpo", delta=0.5).closed_form()
+    assert str(ms) == "p*(1 - p)" and str(mf) == "2*p*(1 - p)"
+    assert advantages.p in ms.free_symbols
+    ms, _ = advantages.get("rloo").closed_form()
+    assert advantages.G in ms.free_symbols
+
+
+def test_with_params_and_equality():
+    a = advantages.get("fade", alpha=2.0, delta=0.5)
+    b = a.with_params(delta=0.7)
+    assert b.params == {"alpha": 2.0, "delta": 0.7} and a.params["delta"] == 0.5
+    assert a == advantages.get("fade", alpha=2, delta=0.5) and hash(a) == hash(advantages.get("fade", alpha=2, delta=0.5))
+    assert "reward_values" in repr(a.with_params(reward_values=(-1, 1)))
+
+
+def test_user_registered_family_works_everywhere():
+    from rlvr_theory import masses
+
+    @advantages.register
+    class Halved(advantages.Advantage):
+        name = "test_halved_grpo"
+        description = "GRPO times 1/2"
+        source = "test"
+
+        def _compute(self, g, lengths):
+            return 0.5 * g.grpo()
+
+        def _closed_form(self, k, d):
+            m = advantages.sp.sqrt(advantages.p * (1 - advantages.p)) / 2
+            return m, m
+
+    try:
+        adv = advantages.get("test_halved_grpo")
+        assert float(masses.closed_form(adv, 0.5).m_S) == pytest.approx(0.25)
+        assert float(masses.exact(adv, 0.5, 4).m_S) == pytest.approx(0.5 * float(masses.exact("grpo", 0.5, 4).m_S))
+    finally:
+        advantages._REGISTRY.pop("test_halved_grpo")
