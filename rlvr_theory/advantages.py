@@ -152,8 +152,8 @@ class Group:
         self.centered = np.where(self.degenerate, 0.0, self.centered)
 
     def std(self, ddof: int = 0) -> np.ndarray:
-        """Standard deviation of the rewards: Δ·sqrt(X(G−X)/(G(G−ddof)))."""
-        return self.delta * np.sqrt(self.X * (self.G - self.X) / (self.G * (self.G - ddof)))
+        """Standard deviation of the rewards over the group (0 on groups without signal)."""
+        return np.sqrt((self.centered**2).sum(-1, keepdims=True) / (self.G - ddof))
 
     def grpo(self, ddof: int = 0, eps: float = 0.0) -> np.ndarray:
         """(r − r̄)/(σ + eps), 0 on groups without signal."""
@@ -240,6 +240,10 @@ class Advantage:
         """True if the advantage reads statistics across groups (the leading axes)."""
         return False
 
+    def min_group_size(self) -> int:
+        """Smallest group size G the family is defined for (with these parameters)."""
+        return self.min_group
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         if self.reward_values != (0.0, 1.0):
@@ -271,9 +275,10 @@ class Advantage:
             raise ValueError("rewards must be a numeric array of shape [..., G]") from None
         if r.ndim == 0:
             raise ValueError("rewards must have at least one axis (the group, last); got a scalar")
-        if r.shape[-1] < self.min_group:
+        if r.shape[-1] < self.min_group_size():
             raise ValueError(
-                f"rewards: {self.name} needs a group size G >= {self.min_group} on the last axis, got G = {r.shape[-1]}"
+                f"rewards: {self!r} needs a group size G >= {self.min_group_size()} on the last axis, "
+                f"got G = {r.shape[-1]}"
             )
         if not np.all(np.isfinite(r)):
             raise ValueError("rewards must be finite (no NaN or inf)")
@@ -376,11 +381,8 @@ class GRPO(Advantage):
         self._number(params, "eps", low=0)
         return params
 
-    def _check_rewards(self, rewards):
-        r, s = super()._check_rewards(rewards)
-        if self.params["ddof"] == 1 and r.shape[-1] < 2:
-            raise ValueError("rewards: grpo with ddof=1 needs a group size G >= 2")
-        return r, s
+    def min_group_size(self) -> int:
+        return 1 + self.params["ddof"]
 
     def _compute(self, g, lengths):
         return g.grpo(self.params["ddof"], self.params["eps"])
@@ -632,13 +634,8 @@ class PassKChen(Advantage):
         self._number(params, "k", low=1, integer=True)
         return params
 
-    def _check_rewards(self, rewards):
-        r, s = super()._check_rewards(rewards)
-        if r.shape[-1] < self.params["k"]:
-            raise ValueError(
-                f"rewards: passk_chen with k = {self.params['k']} needs a group size G >= k, got G = {r.shape[-1]}"
-            )
-        return r, s
+    def min_group_size(self) -> int:
+        return self.params["k"]
 
     def _chen(self, g: Group) -> np.ndarray:
         k, Gn = self.params["k"], g.G

@@ -89,10 +89,7 @@ def _check_G(G: Any, adv: Advantage | None = None, *, required: bool = True) -> 
     if G < 1:
         raise ValueError(f"G must be an integer >= 1, got {G}")
     if adv is not None:
-        need = adv.min_group
-        for key in ("k",):
-            if key in adv.params and adv.name.startswith("passk"):
-                need = max(need, adv.params[key])
+        need = adv.min_group_size()
         if G < need:
             raise ValueError(f"G must be >= {need} for {adv!r}, got {G}")
     return G

@@ -28,7 +28,7 @@ def _call(adv, r):
 
 
 def _fits(adv, G):
-    return G >= adv.min_group and G >= adv.params.get("k", 1) if adv.name.startswith("passk") else G >= adv.min_group
+    return G >= adv.min_group_size()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
