@@ -40,14 +40,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         failed = 0
         for name in names:
             paths, claims = registry.make(name, args.out, pdf=args.pdf)
-            failed += sum(not c.passed for c in claims)
+            failed += sum(c.status == "fail" for c in claims)
             if not args.quiet:
                 print(f"{name}: " + ", ".join(str(p) for p in paths))
                 for c in claims:
-                    mark = "ok  " if c.passed else "FAIL"
-                    print(f"  [{mark}] {c.claim} ({c.source}): paper {c.paper:.6g}, ours {c.ours:.6g}")
+                    mark = {"pass": "ok  ", "explained": "note", "fail": "FAIL"}[c.status]
+                    print(f"  [{mark}] {c.claim} ({c.source}): paper {c.paper:.6g}, ours {c.ours:.6g}"
+                          + (f" -- {c.note}" if c.note else ""))
         if failed and not args.quiet:
-            print(f"{failed} claim(s) did not reproduce; see the .claims.csv files")
+            print(f"{failed} claim(s) did not reproduce and have no explanation; see the .claims.csv files")
     except ValueError as err:
         print(f"rlvr-figures: error: {err}", file=sys.stderr)
         return 2

@@ -20,7 +20,9 @@ class Claim:
     """A number from a paper next to ours.
 
     ``paper`` is the paper's value, ``ours`` what the library computes; the claim holds
-    when ``|ours − paper| <= tol`` (absolute).
+    when ``|ours − paper| <= tol`` (absolute).  A claim that does not hold may carry a
+    ``note`` explaining why (e.g. a misprint in the paper, shown by derivation); its
+    ``status`` is then ``"explained"`` instead of ``"fail"``.
     """
 
     claim: str
@@ -28,10 +30,16 @@ class Claim:
     paper: float
     ours: float
     tol: float
+    note: str = ""
 
     @property
     def passed(self) -> bool:
         return abs(self.ours - self.paper) <= self.tol or self.ours == self.paper
+
+    @property
+    def status(self) -> str:
+        """``"pass"``, ``"explained"`` (fails, with a note) or ``"fail"``."""
+        return "pass" if self.passed else ("explained" if self.note else "fail")
 
 
 @dataclass(frozen=True)
@@ -126,9 +134,9 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False) -> tuple[l
     if pdf:
         emit(".pdf", lambda p: fig.savefig(p, bbox_inches="tight", format="pdf"))
     plt.close(fig)
-    cdf = pd.DataFrame([{"claim": c.claim, "source": c.source, "paper": c.paper, "ours": c.ours,
-                         "tol": c.tol, "passed": c.passed} for c in claims],
-                       columns=["claim", "source", "paper", "ours", "tol", "passed"])
+    cols = ["claim", "source", "paper", "ours", "tol", "passed", "status", "note"]
+    cdf = pd.DataFrame([{"claim": c.claim, "source": c.source, "paper": c.paper, "ours": c.ours, "tol": c.tol,
+                         "passed": c.passed, "status": c.status, "note": c.note} for c in claims], columns=cols)
     emit(".claims.csv", lambda p: cdf.to_csv(p, index=False, float_format="%.17g"))
     if spec.markdown is not None:
         text = spec.markdown(df)

@@ -148,6 +148,41 @@ def _cmd_table(args: argparse.Namespace) -> str:
     return format_frame(df, args.format)
 
 
+def _cmd_tail_miss(args: argparse.Namespace) -> str:
+    """Pr(A_N) and Pr(B_tau) (F-GRPO Eq. 9, Lemma 3.1) per N; JSON: one object with a "rows" list."""
+    from . import tail_miss
+
+    Ns = args.N if args.N else [2.0**k for k in range(1, 18)]
+    N = np.asarray(Ns, dtype=float)
+    act = np.atleast_1d(tail_miss.active(args.mu, N))
+    miss = np.atleast_1d(tail_miss.probability(args.mu, args.tau, N))
+    rows = [{"N": int(n), "active": float(a), "tail_miss": float(b)} for n, a, b in zip(N, act, miss)]
+    out: dict[str, Any] = {"mu": args.mu, "tau": args.tau, "rows": rows}
+    if args.peak:
+        pk = tail_miss.peak(args.mu, args.tau)
+        out.update(peak_N=int(pk.N), peak_value=float(pk.value))
+    if args.json:
+        return json.dumps(json_safe(out), indent=1)
+    text = f"mu = {args.mu:g}, tau = {args.tau:g}  (F-GRPO Eq. 9 and Lemma 3.1)\n"
+    text += format_frame(pd.DataFrame(rows, columns=["N", "active", "tail_miss"]), "markdown")
+    if args.peak:
+        text += f"peak: N = {out['peak_N']}, tail_miss = {out['peak_value']:.10g}\n"
+    return text
+
+
+def _add_tail_miss_parser(sub: Any) -> None:
+    p = sub.add_parser("tail-miss", help="Pr(active) and tail-miss probability vs group size (F-GRPO Lemma 3.1)")
+    p.add_argument("--mu", type=float, required=True, help="success probability in [0, 1]")
+    p.add_argument("--tau", type=float, required=True, help="rare-correct mass in [0, mu]")
+    p.add_argument("--N", type=float, nargs="+", action="extend", default=[],
+                   help="group sizes, integers >= 1 (default 2 4 ... 131072)")
+    p.add_argument("--peak", action="store_true", help="also print the maximising N and the maximum")
+    p.add_argument("--json", action="store_true",
+                   help='print one JSON object {"mu", "tau", "rows": [{"N", "active", "tail_miss"}], '
+                        '["peak_N", "peak_value"]}')
+    p.set_defaults(func=_cmd_tail_miss)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``rlvr-theory``."""
     ap = argparse.ArgumentParser(prog="rlvr-theory", description="Closed forms of RLVR advantage functions.")
@@ -175,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_t.add_argument("--advantage", action="append", default=[], help="restrict to these names (repeatable)")
     p_t.add_argument("--format", choices=["markdown", "csv", "latex", "json"], default="markdown")
     p_t.set_defaults(func=_cmd_table)
+    _add_tail_miss_parser(sub)
     return ap
 
 

@@ -219,6 +219,17 @@ def _lambdified(adv: Advantage, G: int | None):
     return sp.lambdify(_adv.p, m_s, "numpy"), sp.lambdify(_adv.p, m_f, "numpy"), (m_s, m_f)
 
 
+_t = sp.Symbol("t", positive=True)
+
+
+def _one_sided_limit(expr: sp.Expr, at: float) -> sp.Expr:
+    """lim of ``expr`` as p -> 0+ (``at`` = 0) or p -> 1- (``at`` = 1), through p = t or
+    p = 1 - t with a positive symbol t (sympy's direct limit in the nonnegative ``p`` can
+    return the wrong sign, e.g. for d/dp sqrt(p(1-p)) at 1)."""
+    sub = _t if at == 0 else 1 - _t
+    return sp.limit(expr.subs(_adv.p, sub), _t, 0, "+")
+
+
 def _eval(fn, p: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"):
         return np.broadcast_to(np.asarray(fn(p), dtype=float), p.shape).copy()
@@ -240,8 +251,9 @@ def closed_form(adv: Advantage | str, p: Any, G: int | None = None) -> Masses:
     bad = ~(np.isfinite(m_s) & np.isfinite(m_f))
     if np.any(bad):  # only at the closed interval's ends: use the one-sided limits
         for val in np.unique(pa[bad]):
-            direction = "+" if val < 0.5 else "-"
-            lim = [float(sp.limit(e, _adv.p, sp.nsimplify(val), direction)) for e in exprs]
+            if val not in (0.0, 1.0):
+                raise ValueError(f"p: the closed form of {adv!r} is not finite at p = {val}")
+            lim = [float(_one_sided_limit(e, val)) for e in exprs]
             sel = bad & (pa == val)
             m_s[sel], m_f[sel] = lim
     return Masses(m_s, m_f)
@@ -276,7 +288,7 @@ def _closed_ratio_limit(adv: Advantage, G: int | None, at: float, rho: bool) -> 
     val = expr.subs(_adv.p, point)
     if not val.is_finite:
         try:
-            val = sp.limit(expr, _adv.p, point, "+" if at == 0 else "-")
+            val = _one_sided_limit(expr, at)
         except (NotImplementedError, ValueError, TypeError):  # pragma: no cover - sympy gave up
             val = sp.nan
     try:

@@ -1,0 +1,815 @@
+"""Singular-value metrics of a matrix: the one SVD implementation of the project.
+
+Used on the output-head update ``W_Δ = W_rl − W_sft`` of FADE (000) Sec. 4.2 / App. 15,
+on every per-layer ``ΔW`` of a checkpoint diff, and by the simulators.  For a matrix ``W``
+(``m × n``, ``d = min(m, n)``) with singular values ``σ_1 ≥ … ≥ σ_d ≥ 0``:
+
+=====================  ====================================================  ==========================
+metric                 definition                                            source
+=====================  ====================================================  ==========================
+``s1_s2``              ``σ_1/σ_2``                                           FADE Fig. 5, Sec. 5 table
+``rank1_fraction``     ``r_1 = σ_1²/‖W‖_F²``                                 FADE Eq. 8 / App. 15.1
+``stable_rank``        ``‖W‖_F²/σ_1² = 1/r_1``                               Rudelson & Vershynin 2007
+``effective_rank``     ``exp(−Σ p_i log p_i)``, ``p_i = σ_i/Σ_j σ_j``        Roy & Vetterli 2007
+``srank(δ)``           ``min{k : Σ_{i≤k} σ_i / Σ_i σ_i ≥ 1 − δ}``            FADE Fig. 5 (Kumar 2020)
+=====================  ====================================================  ==========================
+
+Everything goes through :func:`spectrum`, which returns a :class:`Spectrum`; every metric
+accepts either a matrix (then it calls :func:`spectrum` with the keyword options given) or
+a :class:`Spectrum` (then nothing is recomputed).  Inputs: numpy arrays or torch tensors,
+on CPU or CUDA, float16 / bfloat16 / float32 / float64 (integers and bools are accepted
+too).  All arithmetic is float64: the matrix is streamed in row blocks, each block
+upcast on the compute device, so no float64 copy of a large matrix is ever made.
+Results are float64 numpy arrays on the CPU.
+
+Methods (``method=``)
+---------------------
+``"svd"``
+    LAPACK/cuSOLVER SVD of a float64 copy; the default for matrices of at most 2^20
+    entries.  Absolute accuracy ``≈ ε₆₄·σ_1``.
+``"gram"``
+    the default above 2^20 entries.  Let ``A`` be ``W`` or ``Wᵀ``, whichever is tall
+    (``m ≥ n``).  ``G = AᵀA`` (``n × n``) is accumulated in float64 over row blocks and
+    eigendecomposed: ``σ_i = sqrt(λ_i(G))``.  Memory: the matrix, one float64 block
+    (64 MiB), and two ``n × n`` float64 arrays (``G`` and its eigenvectors); about 1.1× a
+    152,064 × 3,584 float32 matrix.  Cost: ``m·n²`` flops (``A`` is read once) plus the
+    ``n × n`` eigensolver.
+
+    *Accuracy.*  Forming ``G`` squares the condition number: the float64 eigensolver
+    has an absolute error of ``η·σ_1²`` on every ``λ_i`` (``η ≈ 10⁻¹⁶…10⁻¹⁴``), so the
+    relative error of ``σ_i`` is about ``η·(σ_1/σ_i)²/2``: ≤ 10⁻⁸ for ``σ_i ≥ 10⁻³σ_1``,
+    but singular values below ``sqrt(η)·σ_1 ≈ 10⁻⁸σ_1`` are lost.  With ``refine=True``
+    (default) the values below ``10⁻³`` times the largest are recomputed by a
+    Rayleigh–Ritz step on ``A`` itself: with ``V_t`` the Gram eigenvectors of that tail,
+    ``B = A·V_t`` is formed block by block (float64), the small Gram ``BᵀB`` is
+    eigendecomposed, and its square-rooted eigenvalues replace the tail.  ``BᵀB`` has the
+    scale of the tail, not of ``σ_1²``, so its rounding error is relative to the tail; the
+    step is repeated on the sub-tail below ``10⁻³`` of the new tail maximum (at most
+    four levels) until the tail falls below the float64 noise floor ``10⁻¹³σ_1``.  The
+    leading ``n_vectors`` singular triplets always get one Rayleigh–Ritz step
+    (``Y = A·V_r``, thin SVD of ``Y``), so ``u_i = A v_i/σ_i`` holds to rounding.
+    Achieved accuracy (``tests/test_spectra.py``: mpmath at 50 digits and float64 LAPACK
+    as references): refined singular values carry an absolute error of about
+    ``10⁻¹⁶·σ_1²/σ_e``, with ``σ_e ≥ 10⁻³σ_1`` the smallest value taken from the Gram step
+    (the leak of the top directions into the tail's basis): ``≤ ~10⁻¹³·σ_1`` (worst case
+    built: ``1.1·10⁻¹³σ_1``), typically ``10⁻¹⁵·σ_1`` like LAPACK's SVD; i.e. relative
+    error ``≲ 10⁻¹³·σ_1/σ_i``.  Examples: ``3·10⁻¹⁶σ_1`` over a graded spectrum
+    ``1 … 10⁻¹²``; ``σ_2`` of a matrix with ``σ_1/σ_2 = 10⁶`` to ``10⁻¹¹`` relative.
+    Without refinement the absolute error is ``≲ 2·10⁻⁸σ_1``.
+    The refinement costs ``2·m·n·t`` flops for a tail of ``t`` values (nothing when
+    ``σ_d ≥ 10⁻³σ_1``, as for a noisy ``ΔW``; up to another Gram pass for a numerically
+    rank-deficient matrix).
+``"randomized"``
+    top ``k`` only: randomized range finder with ``n_iter`` power iterations
+    (QR-reorthonormalised) and ``n_oversamples`` extra columns (Halko, Martinsson & Tropp
+    2011, Alg. 4.4 + 5.1), Gaussian test matrix drawn on the CPU from a seeded
+    ``torch.Generator`` (identical on every device).  Cost ``2·(n_iter+1)·m·n·(k+p)``
+    flops and ``2·n_iter+2`` passes over the matrix.
+
+``‖W‖_F`` (``Spectrum.fro_norm``) is always exact: the square root of the float64 sum of
+squares (the trace of ``G`` for ``"gram"``), also when only the top ``k`` singular values
+are computed.
+
+Conventions
+-----------
+* ``σ`` in descending order, float64, ``σ_i ≥ 0``.  Values at the noise floor
+  (``≲ 10⁻¹⁵σ_1``) are reported as computed, not rounded to 0.
+* Singular vectors are unique only up to sign: we make the entry of largest modulus of
+  each left vector ``u_i`` positive (the first such entry on a tie) and flip ``v_i``
+  with it, so that ``W v_i = σ_i u_i``.  With ``W = W_rl − W_sft`` (FADE Sec. 4.2; its
+  Fig. 5 caption writes ``W_sft − W_rl``) the sign of ``ΔW`` does not matter.
+* ``r_1`` is clipped to ``≤ 1`` and the stable rank to ``≥ 1`` (rounding can push an
+  exactly rank-1 matrix over the bound by one ulp).  ``s1_s2`` is ``inf`` when
+  ``σ_2 = 0`` exactly or ``d = 1``.
+* The ratio metrics are undefined for the zero matrix and raise a ``ValueError``.
+* ``device="auto"``: the device of a CUDA tensor; else CUDA when
+  ``torch.cuda.is_available()`` and the matrix has more than 2^20 entries (smaller ones
+  stay on the CPU, where the transfer would cost more than the work); else the CPU.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+import scipy.linalg
+import torch
+from scipy.linalg.blas import dsyrk
+
+__all__ = [
+    "Spectrum",
+    "spectrum",
+    "singular_values",
+    "s1_s2",
+    "rank1_fraction",
+    "stable_rank",
+    "effective_rank",
+    "srank",
+    "leading_vectors",
+    "summary",
+    "resolve_device",
+    "METHODS",
+]
+
+#: accepted values of ``method=``
+METHODS = ("auto", "svd", "gram", "randomized")
+
+_SMALL = 1 << 20            # auto: "svd" up to this many entries, and stay on the CPU
+_BLOCK_ELEMS = 1 << 23      # float64 entries per streamed block (64 MiB)
+_TRUST = 1e-3               # Gram values below _TRUST × (scale) are refined
+_FLOOR = 1e-13              # stop refining below _FLOOR × σ_1 (float64 noise floor)
+_MAX_LEVELS = 4
+_SAFE = (1e-100, 1e100)     # entry magnitudes whose squares and sums stay normal in float64
+_TORCH_ON_CPU = False       # tests only: run the torch (CUDA) code path on CPU tensors
+
+
+# ------------------------------------------------------------------ Spectrum
+@dataclass(frozen=True)
+class Spectrum:
+    """Singular values (and optionally leading singular vectors) of one matrix.
+
+    Attributes
+    ----------
+    s : ndarray, shape (k,)
+        Singular values in descending order (all ``d = min(shape)`` of them, or the top ``k``).
+    fro_norm : float
+        ``‖W‖_F``, exact (float64 sum of squares) even when only the top ``k`` are in ``s``.
+        The norm, not its square, so that matrices with entries up to 1e300 stay finite.
+    shape : (int, int)
+        Shape of the matrix.
+    u, v : ndarray or None
+        Leading left (``m × r``) and right (``n × r``) singular vectors, ``W v_i = σ_i u_i``,
+        sign convention of the module docstring; ``None`` if not requested.
+    method : str
+        How ``s`` was computed (``"svd"``, ``"gram"``, ``"randomized"``, ``"given"``).
+    """
+
+    s: np.ndarray
+    fro_norm: float
+    shape: tuple[int, int]
+    u: np.ndarray | None = None
+    v: np.ndarray | None = None
+    method: str = "given"
+
+    @property
+    def d(self) -> int:
+        """``min(shape)``: the number of singular values of the matrix."""
+        return min(self.shape)
+
+    @property
+    def complete(self) -> bool:
+        """Whether ``s`` holds all ``d`` singular values (needed by srank and effective rank)."""
+        return len(self.s) == self.d
+
+    @classmethod
+    def from_singular_values(cls, s: Any, *, shape: tuple[int, int] | None = None,
+                             fro_norm: float | None = None) -> "Spectrum":
+        """A :class:`Spectrum` from given singular values (e.g. computed elsewhere).
+
+        ``s``: finite, non-negative, any order (sorted here).  ``shape`` defaults to
+        ``(len(s), len(s))``; if ``s`` holds fewer than ``min(shape)`` values, ``fro_norm``
+        is required, else it defaults to ``sqrt(Σ s²)``.
+        """
+        arr = np.asarray(s, dtype=float)
+        if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise ValueError(f"s must be a non-empty 1-D array of finite values >= 0, got {s!r}")
+        arr = np.sort(arr)[::-1].copy()
+        if shape is None:
+            shape = (arr.size, arr.size)
+        shape = tuple(int(x) for x in shape)  # type: ignore[assignment]
+        if len(shape) != 2 or min(shape) < arr.size:
+            raise ValueError(f"shape must be (m, n) with min(m, n) >= len(s) = {arr.size}, got {shape}")
+        top = arr[0] if arr[0] > 0 else 1.0
+        norm = top * float(np.sqrt(np.sum((arr / top) ** 2)))
+        if fro_norm is None:
+            if arr.size < min(shape):
+                raise ValueError(f"fro_norm is required when s holds {arr.size} < min(shape) = "
+                                 f"{min(shape)} singular values")
+            fro_norm = norm
+        fro_norm = float(fro_norm)
+        if not math.isfinite(fro_norm) or fro_norm < norm * (1 - 1e-12):
+            raise ValueError(f"fro_norm must be finite and >= sqrt(sum(s**2)) = {norm!r}, got {fro_norm!r}")
+        arr.setflags(write=False)
+        return cls(arr, fro_norm, shape, method="given")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------- inputs
+Matrix = Any  # np.ndarray | torch.Tensor (validated 2-D, non-empty, real)
+_NP_OK = {torch.float16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
+          torch.int64, torch.uint8, torch.bool}
+
+
+def _as_matrix(W: Any) -> Matrix:
+    """``W`` as a 2-D real numpy array or torch tensor, without copying it."""
+    if isinstance(W, Spectrum):
+        raise ValueError("W must be a matrix here, not a Spectrum")
+    if isinstance(W, torch.Tensor):
+        a: Matrix = W.detach()
+        if a.is_complex():
+            raise ValueError(f"W must be real, got dtype {a.dtype}")
+        if not a.is_cuda and a.dtype in _NP_OK:
+            a = a.numpy()  # CPU work is done with numpy/scipy (one BLAS, see _Stream)
+    else:
+        a = W if isinstance(W, np.ndarray) else np.asarray(W)
+        if a.dtype.kind not in "biuf":
+            raise ValueError(f"W must be a real numeric matrix, got dtype {a.dtype}")
+    if a.ndim != 2:
+        raise ValueError(f"W must be a 2-D matrix, got a {a.ndim}-D array of shape {tuple(a.shape)}")
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        raise ValueError(f"W must be non-empty, got shape {tuple(a.shape)}")
+    return a
+
+
+def _shape(W: Matrix) -> tuple[int, int]:
+    return int(W.shape[0]), int(W.shape[1])
+
+
+def resolve_device(device: str | torch.device | None = "auto", W: Any = None) -> torch.device:
+    """The compute device for ``device=`` (DESIGN.md conventions).
+
+    ``"auto"``/``None``: the device of ``W`` if it is a CUDA tensor; CUDA if
+    ``torch.cuda.is_available()`` and ``W`` is ``None`` or has more than 2^20 entries;
+    else the CPU.  ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device`` are taken as
+    given; CUDA without a CUDA runtime is refused.
+    """
+    if device is None or (isinstance(device, str) and device == "auto"):
+        if isinstance(W, torch.Tensor) and W.is_cuda:
+            return W.device
+        big = W is None or math.prod(W.shape) > _SMALL
+        return torch.device("cuda") if big and torch.cuda.is_available() else torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available; use 'auto' or 'cpu'")
+    return dev
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int | None = None) -> int:
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if ok and lo <= int(value) and (hi is None or int(value) <= hi):
+        return int(value)
+    rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+    raise ValueError(f"{name} must be an integer {rng}, got {value!r}")
+
+
+def _check_delta(delta: Any, name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(delta, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or array of numbers in (0, 1), got {delta!r}") from None
+    if arr.size == 0 or not np.all((arr > 0) & (arr < 1)):
+        raise ValueError(f"{name} must lie in the open interval (0, 1), got {delta!r}")
+    return arr
+
+
+# ------------------------------------------------- numpy (CPU) / torch (CUDA)
+# On the CPU every BLAS/LAPACK call goes through numpy/scipy (OpenBLAS): alternating with
+# torch's MKL/OpenMP pool makes each library wait for the other's spinning threads, which
+# costs up to 0.3 s per switch on a 2-core machine.  On CUDA everything is torch.
+Arr = Any  # np.ndarray (CPU) | torch.Tensor (CUDA)
+
+
+def _eigh_desc(G: Arr, vectors: bool, upper: bool = False) -> tuple[Arr, Arr | None]:
+    """Eigenvalues (descending) and optionally eigenvectors of a symmetric matrix.
+    ``upper``: only the upper triangle of ``G`` is filled (CPU Gram from syrk)."""
+    if isinstance(G, torch.Tensor):
+        if vectors:
+            lam, V = torch.linalg.eigh(G)
+            return lam.flip(0), V.flip(1)
+        return torch.linalg.eigvalsh(G).flip(0), None
+    if vectors:
+        lam, V = scipy.linalg.eigh(G, lower=not upper, driver="evd", check_finite=False)
+        return lam[::-1].copy(), V[:, ::-1].copy()
+    lam = scipy.linalg.eigh(G, lower=not upper, eigvals_only=True, driver="evd", check_finite=False)
+    return lam[::-1].copy(), None
+
+
+def _svd(A: Arr) -> tuple[Arr, Arr, Arr]:
+    """Thin SVD ``A = U diag(s) Vᵀ``; returns ``(U, s, V)``."""
+    if isinstance(A, torch.Tensor):
+        U, s, Vh = torch.linalg.svd(A, full_matrices=False)
+        return U, s, Vh.T
+    U, s, Vh = np.linalg.svd(A, full_matrices=False)
+    return U, s, Vh.T
+
+
+def _qr(A: Arr) -> Arr:
+    return torch.linalg.qr(A).Q if isinstance(A, torch.Tensor) else np.linalg.qr(A)[0]
+
+
+def _sqrt_clip(x: Arr) -> Arr:
+    return torch.sqrt(torch.clamp(x, min=0.0)) if isinstance(x, torch.Tensor) else np.sqrt(np.maximum(x, 0.0))
+
+
+def _like_zeros(shape: tuple[int, ...], like: Arr) -> Arr:
+    if isinstance(like, torch.Tensor):
+        return torch.zeros(shape, dtype=torch.float64, device=like.device)
+    return np.zeros(shape)
+
+
+def _arange(lo: int, hi: int, like: Arr) -> Arr:
+    return torch.arange(lo, hi, device=like.device) if isinstance(like, torch.Tensor) else np.arange(lo, hi)
+
+
+def _argsort_desc(s: Arr) -> Arr:
+    if isinstance(s, torch.Tensor):
+        return torch.argsort(s, descending=True, stable=True)
+    return np.argsort(-s, kind="stable")
+
+
+def _cat_cummin(a: Arr, b: Arr) -> Arr:
+    """``concat(a, b)`` made non-increasing by a running minimum (fixes 1-ulp inversions)."""
+    if isinstance(a, torch.Tensor):
+        return torch.cummin(torch.cat([a, b]), 0).values
+    return np.minimum.accumulate(np.concatenate([a, b]))
+
+
+def _to_np(x: Arr | None) -> np.ndarray | None:
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", torch.float64).numpy().copy()
+    return np.array(x, dtype=np.float64, copy=True)
+
+
+# ---------------------------------------------------------------- streaming
+class _Stream:
+    """``A`` = ``W`` or ``Wᵀ`` (whichever has ``m ≥ n``) as float64 row blocks:
+    numpy arrays when ``dev`` is the CPU, torch tensors on ``dev`` otherwise."""
+
+    def __init__(self, W: Matrix, dev: torch.device, block_rows: int | None, progress: bool):
+        self.W, self.dev, self.progress = W, dev, progress
+        self.cpu = dev.type == "cpu" and not _TORCH_ON_CPU
+        self.transposed = W.shape[0] < W.shape[1]
+        self.m, self.n = _shape(W)[::-1] if self.transposed else _shape(W)
+        self.rows = block_rows or max(1, _BLOCK_ELEMS // self.n)
+        self.scale = 1.0
+
+    def raw_blocks(self) -> Iterator[tuple[slice, Matrix]]:
+        for i in range(0, self.m, self.rows):
+            sl = slice(i, min(i + self.rows, self.m))
+            yield sl, (self.W[:, sl].T if self.transposed else self.W[sl])
+
+    def _float64(self, part: Matrix) -> Arr:
+        if self.cpu:
+            if isinstance(part, torch.Tensor):  # CUDA tensor or bfloat16 (exact in float32)
+                part = part.to("cpu")
+                part = (part if part.dtype in _NP_OK else part.to(torch.float32)).numpy()
+            blk = np.asarray(part, dtype=np.float64)
+        else:
+            if isinstance(part, np.ndarray):
+                part = _np_to_torch(part)
+            blk = part.to(self.dev).to(torch.float64)
+        return blk * self.scale if self.scale != 1.0 else blk
+
+    def blocks(self, desc: str) -> Iterator[tuple[slice, Arr]]:
+        it: Any = self.raw_blocks()
+        if self.progress:
+            from tqdm.auto import tqdm
+            it = tqdm(it, total=-(-self.m // self.rows), desc=desc, unit="block", leave=False)
+        for sl, part in it:
+            yield sl, self._float64(part)
+
+    def zeros(self, *shape: int) -> Arr:
+        return np.zeros(shape) if self.cpu else torch.zeros(shape, dtype=torch.float64, device=self.dev)
+
+    def asarray(self, x: torch.Tensor) -> Arr:
+        return x.to("cpu", torch.float64).numpy() if self.cpu else x.to(self.dev, torch.float64)
+
+    def rescale_if_needed(self, fro2: float) -> bool:
+        """After a first pass: refuse NaN/inf, and pick a power-of-2 scale if the float64
+        squares overflowed or underflowed.  True if the pass must be redone with it."""
+        if math.isfinite(fro2) and _SAFE[0] ** 2 <= fro2 <= _SAFE[1] ** 2:
+            return False
+        amax = 0.0
+        for _, part in self.raw_blocks():
+            if isinstance(part, torch.Tensor):
+                a = float((part if part.is_floating_point() else part.to(torch.float64)).abs().amax())
+            else:
+                a = float(np.max(np.abs(part.astype(np.float64, copy=False))))
+            if not math.isfinite(a):
+                raise ValueError("W must contain only finite values (found NaN or inf)")
+            amax = max(amax, a)
+        if amax == 0.0:
+            return False
+        self.scale = math.ldexp(1.0, -math.frexp(amax)[1])
+        return True
+
+    def gram(self) -> tuple[Arr, float]:
+        """``G = AᵀA`` (float64; on the CPU only its upper triangle) and ``‖A‖_F² = trace(G)``."""
+        n = self.n
+        if self.cpu:  # BLAS syrk: half the flops of a GEMM, accumulated in place
+            G = np.zeros((n, n), order="F")
+            for _, blk in self.blocks("Gram"):
+                if blk.flags.f_contiguous and not blk.flags.c_contiguous:
+                    G = dsyrk(1.0, blk, beta=1.0, c=G, trans=1, lower=0, overwrite_c=1)
+                else:
+                    G = dsyrk(1.0, np.ascontiguousarray(blk).T, beta=1.0, c=G, trans=0, lower=0, overwrite_c=1)
+            return G, float(np.trace(G))
+        Gt = torch.zeros(n, n, dtype=torch.float64, device=self.dev)
+        for _, blk in self.blocks("Gram"):
+            Gt.addmm_(blk.T, blk)
+        return Gt, float(torch.diagonal(Gt).sum())
+
+    def matmul(self, X: Arr, *, want_fro2: bool = False) -> tuple[Arr, float]:
+        """``A @ X`` (``m × r``) and, if asked, ``‖A‖_F²`` in the same pass."""
+        Y = self.zeros(self.m, X.shape[1])
+        fro2 = 0.0
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # see rescale_if_needed
+            for sl, blk in self.blocks("A @ X"):
+                Y[sl] = blk @ X
+                if want_fro2:
+                    fro2 += float((blk * blk).sum())
+        return Y, fro2
+
+    def rmatmul(self, Y: Arr) -> Arr:
+        """``Aᵀ @ Y`` (``n × r``)."""
+        Z = self.zeros(self.n, Y.shape[1])
+        for sl, blk in self.blocks("Aᵀ @ Y"):
+            Z += blk.T @ Y[sl]
+        return Z
+
+    def gram_of_product(self, X: Arr) -> Arr:
+        """``(A X)ᵀ(A X)`` without storing ``A X``."""
+        C = self.zeros(X.shape[1], X.shape[1])
+        for _, blk in self.blocks("Rayleigh-Ritz"):
+            B = blk @ X
+            C += B.T @ B
+        return C
+
+
+def _np_to_torch(a: np.ndarray) -> torch.Tensor:
+    try:
+        with warnings.catch_warnings():  # read-only arrays: we never write to W
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.from_numpy(a)
+    except (TypeError, ValueError, RuntimeError):  # negative strides, byte order, uint16, float128
+        b = np.ascontiguousarray(a)
+        try:
+            return torch.from_numpy(b)
+        except (TypeError, ValueError, RuntimeError):
+            return torch.from_numpy(b.astype(np.float64))
+
+
+# ---------------------------------------------------------------- algorithms
+def _rayleigh_ritz_top(st: _Stream, V: Arr) -> tuple[Arr, Arr, Arr]:
+    """Singular triplets of ``A`` restricted to span(V): thin SVD of ``Y = A V``."""
+    Y, _ = st.matmul(V)
+    U, s, Z = _svd(Y)
+    return U, s, V @ Z
+
+
+def _gram(st: _Stream, k: int | None, r: int, refine: bool) -> tuple:
+    G, fro2 = st.gram()
+    if st.rescale_if_needed(fro2):
+        G, fro2 = st.gram()
+    if fro2 == 0.0:
+        return None, 0.0, None, None
+    d = st.n
+    want = d if k is None else k
+    lam, V = _eigh_desc(G, vectors=r > 0, upper=st.cpu)
+    s = _sqrt_clip(lam)
+    s1 = float(s[0])
+    t0 = int((s >= _TRUST * s1).sum())  # s[t0:] is the untrusted tail
+    do_refine = refine and t0 < want
+    if do_refine and V is None:
+        lam, V = _eigh_desc(G, vectors=True, upper=st.cpu)
+        s = _sqrt_clip(lam)
+    del G
+    if do_refine:
+        tail = _arange(t0, d, s)
+        for _ in range(_MAX_LEVELS):
+            mu, Z = _eigh_desc(st.gram_of_product(V[:, tail]), vectors=True)
+            vals = _sqrt_clip(mu)
+            s[tail] = vals
+            V[:, tail] = V[:, tail] @ Z
+            top = float(vals[0])
+            keep = vals < _TRUST * top
+            if top <= _FLOOR * s1 or not bool(keep.any()):
+                break
+            tail = tail[keep]
+        order = _argsort_desc(s)
+        s, V = s[order], V[:, order]
+    U = None
+    if r > 0:
+        U, s_top, V = _rayleigh_ritz_top(st, V[:, :r])
+        # the Rayleigh-Ritz values are the accurate ones: keep them first, order non-increasing
+        s = _cat_cummin(s_top, s[r:])
+    return s[:want], fro2, U, V
+
+
+def _randomized(st: _Stream, k: int, r: int, n_iter: int, p: int, gen: torch.Generator) -> tuple:
+    width = min(k + p, st.n)
+    omega = st.asarray(torch.randn(st.n, width, generator=gen, dtype=torch.float64, device=gen.device))
+    Y, fro2 = st.matmul(omega, want_fro2=True)
+    if st.rescale_if_needed(fro2):
+        Y, fro2 = st.matmul(omega, want_fro2=True)
+    if fro2 == 0.0:
+        return None, 0.0, None, None
+    Q = _qr(Y)
+    for _ in range(n_iter):
+        Q = _qr(st.rmatmul(Q))
+        Q = _qr(st.matmul(Q)[0])
+    P, s, R = _svd(st.rmatmul(Q))      # Aᵀ Q = P S Rᵀ, so Qᵀ A = R S Pᵀ
+    U = Q @ R[:, :r] if r else None
+    V = P[:, :r] if r else None
+    return s[:k], fro2, U, V
+
+
+def _direct(W: Matrix, dev: torch.device, k: int | None, r: int) -> tuple:
+    """LAPACK (CPU) / cuSOLVER (CUDA) SVD of a float64 copy, scaled by a power of 2."""
+    st = _Stream(W, dev, None, False)
+    A = st._float64(W)
+    amax = float(abs(A).max())
+    if not math.isfinite(amax):
+        raise ValueError("W must contain only finite values (found NaN or inf)")
+    if amax == 0.0:
+        return None, 0.0, None, None
+    scale = math.ldexp(1.0, -math.frexp(amax)[1])
+    A = A * scale
+    fro = math.sqrt(float((A * A).sum())) / scale
+    if r > 0:
+        U, s, V = _svd(A)
+        U, V = U[:, :r], V[:, :r]
+    else:
+        s = torch.linalg.svdvals(A) if isinstance(A, torch.Tensor) else np.linalg.svd(A, compute_uv=False)
+        U = V = None
+    s = s / scale
+    return (s if k is None else s[:k]), fro, U, V
+
+
+def _fix_signs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Make the largest-|entry| of each column of ``u`` positive (first on ties); flip ``v``."""
+    idx = np.argmax(np.abs(u), axis=0)
+    sgn = np.sign(u[idx, np.arange(u.shape[1])])
+    sgn[sgn == 0] = 1.0
+    return u * sgn, v * sgn
+
+
+# ------------------------------------------------------------------ spectrum
+def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = "auto",
+             device: str | torch.device | None = "auto", refine: bool = True, n_iter: int = 4,
+             n_oversamples: int = 10, seed: int | torch.Generator = 0,
+             block_rows: int | None = None, progress: bool = False) -> Spectrum:
+    """Singular values (all, or the top ``k``) and leading singular vectors of a matrix.
+
+    The one SVD entry point of the project (DESIGN.md "analysis"; FADE (000) Sec. 4.2,
+    App. 15: "full SVD of the output head delta, rank-1 decomposition Δ ≈ s₁uvᵀ").
+
+    Parameters
+    ----------
+    W : array_like or torch.Tensor, shape (m, n)
+        Real matrix, numpy or torch, CPU or CUDA, float16/bfloat16/float32/float64 (ints and
+        bools accepted).  Never copied whole (``"svd"`` copies matrices ≤ 2^20 entries).
+    k : int, optional
+        Number of leading singular values, ``1 ≤ k ≤ min(m, n)``; ``None``: all of them.
+    n_vectors : int
+        Number ``r`` of leading singular triplets whose vectors are returned,
+        ``0 ≤ r ≤ k`` (or ``min(m, n)``).  Costs ``(m + n)·r`` floats.
+    method : {"auto", "svd", "gram", "randomized"}
+        See the module docstring.  ``"auto"``: ``"svd"`` up to 2^20 entries, else ``"gram"``.
+        ``"randomized"`` needs ``k``.
+    device : "auto", "cpu", "cuda", "cuda:N" or torch.device
+        Where the arithmetic runs (:func:`resolve_device`).  Results are identical up to
+        rounding on every device.
+    refine : bool
+        ``"gram"`` only: recompute singular values below ``10⁻³σ_1`` by Rayleigh–Ritz on
+        ``W`` (module docstring); ``False`` skips it (absolute accuracy ``≈ 10⁻⁸σ_1``).
+    n_iter, n_oversamples : int
+        ``"randomized"`` only: power iterations (≥ 0) and extra columns (≥ 0).
+    seed : int or torch.Generator
+        ``"randomized"`` only: seed of the Gaussian test matrix.
+    block_rows : int, optional
+        Rows per streamed float64 block (default: 64 MiB blocks).
+    progress : bool
+        Show a tqdm bar over the blocks of each pass.
+
+    Returns
+    -------
+    Spectrum
+        ``s`` (descending), the exact ``fro_norm = ‖W‖_F``, and ``u``, ``v`` if ``n_vectors > 0``.
+
+    Raises
+    ------
+    ValueError
+        ``W`` not a non-empty finite real 2-D matrix; ``k``, ``n_vectors``, ``method``,
+        ``device``, ``n_iter``, ``n_oversamples``, ``seed`` or ``block_rows`` out of range;
+        ``n_vectors > 0`` for the zero matrix (its singular vectors are undefined).
+    """
+    A = _as_matrix(W)
+    m, n = _shape(A)
+    d = min(m, n)
+    if k is not None:
+        k = _check_int("k", k, 1, d)
+    r = _check_int("n_vectors", n_vectors, 0, d if k is None else k)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not isinstance(refine, (bool, np.bool_)):
+        raise ValueError(f"refine must be True or False, got {refine!r}")
+    n_iter = _check_int("n_iter", n_iter, 0)
+    n_oversamples = _check_int("n_oversamples", n_oversamples, 0)
+    if block_rows is not None:
+        block_rows = _check_int("block_rows", block_rows, 1)
+    if not isinstance(seed, torch.Generator):
+        seed = _check_int("seed", seed, 0)
+    dev = resolve_device(device, A)
+    if method == "auto":
+        method = "svd" if m * n <= _SMALL else "gram"
+    if method == "randomized" and k is None:
+        raise ValueError("k is required with method='randomized' (the number of leading singular values)")
+
+    transposed = False
+    if method == "svd":
+        s, fro, U, V = _direct(A, dev, k, r)
+    else:
+        st = _Stream(A, dev, block_rows, progress)
+        transposed = st.transposed
+        if method == "gram":
+            s, fro2, U, V = _gram(st, k, r, bool(refine))  # fro2: of the scaled matrix
+        else:
+            gen = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
+            s, fro2, U, V = _randomized(st, k, r, n_iter, n_oversamples, gen)  # type: ignore[arg-type]
+        fro = math.sqrt(fro2) / st.scale
+        if s is not None:
+            s = s / st.scale
+    if s is None:  # the zero matrix
+        if r > 0:
+            raise ValueError("n_vectors must be 0 for the zero matrix W: its singular vectors are undefined")
+        s_np = np.zeros(d if k is None else k)
+        s_np.setflags(write=False)
+        return Spectrum(s_np, 0.0, (m, n), method=method)
+    s_np = _to_np(s)
+    u = v = None
+    if r > 0:
+        U, V = (V, U) if transposed else (U, V)
+        u, v = _fix_signs(_to_np(U)[:, :r], _to_np(V)[:, :r])
+        u.setflags(write=False)
+        v.setflags(write=False)
+    s_np.setflags(write=False)
+    return Spectrum(s_np, float(fro), (m, n), u, v, method)
+
+
+def singular_values(W: Any, k: int | None = None, **options: Any) -> np.ndarray:
+    """Singular values of ``W`` in descending order (all, or the top ``k``), float64.
+
+    ``options`` as for :func:`spectrum` (``method``, ``device``, ``refine``, ...).
+    Reference: ``numpy.linalg.svd(W, compute_uv=False)``.
+    """
+    return spectrum(W, k, **options).s
+
+
+# ------------------------------------------------------------------- metrics
+def _spec(W: Any, k: int | None, options: dict, *, need_complete: bool, what: str) -> Spectrum:
+    """``W`` as a Spectrum (computed with ``options`` unless it already is one)."""
+    if isinstance(W, Spectrum):
+        if options:
+            raise ValueError(f"options {sorted(options)} apply to a matrix W, not to a Spectrum")
+        spec = W
+    else:
+        if "k" in options:
+            raise ValueError(f"k cannot be passed to {what}: it chooses the k it needs")
+        A = _as_matrix(W)
+        spec = spectrum(A, None if k is None else min(k, min(_shape(A))), **options)
+    if need_complete and not spec.complete:
+        raise ValueError(f"W must carry the full spectrum for {what} (Σ_i σ_i over all "
+                         f"{spec.d} values): got a Spectrum of the top {len(spec.s)}; use k=None")
+    if spec.fro_norm == 0.0:
+        raise ValueError(f"W is the zero matrix: {what} is undefined")
+    return spec
+
+
+def s1_s2(W: Any, **options: Any) -> float:
+    """Ratio of the two largest singular values ``σ_1/σ_2`` (FADE (000) Fig. 5, Sec. 5 table).
+
+    ``inf`` when ``σ_2 = 0`` exactly or ``min(W.shape) = 1``.  ``W``: a matrix (``options``
+    go to :func:`spectrum`, which then computes only the top 2) or a :class:`Spectrum`.
+    """
+    spec = _spec(W, 2, options, need_complete=False, what="s1_s2")
+    if spec.d == 1:
+        return math.inf
+    if len(spec.s) < 2:
+        raise ValueError("W must carry at least 2 singular values for s1_s2, got a Spectrum of the top 1")
+    s1, s2 = float(spec.s[0]), float(spec.s[1])
+    return math.inf if s2 == 0.0 else s1 / s2
+
+
+def rank1_fraction(W: Any, **options: Any) -> float:
+    """Rank-1 fraction ``r_1 = σ_1²/‖W‖_F²`` in ``(0, 1]`` (FADE (000) Eq. 8, App. 15.1 Eq. 33).
+
+    The fraction of the Frobenius energy in the leading singular direction, FADE's
+    "rank-1%" divided by 100; ``1`` iff ``W`` has rank 1.  ``‖W‖_F`` is the exact norm
+    (not the sum over computed top values).  Clipped to ``≤ 1`` against rounding.
+    """
+    spec = _spec(W, 1, options, need_complete=False, what="rank1_fraction")
+    return min(1.0, (float(spec.s[0]) / spec.fro_norm) ** 2)
+
+
+def stable_rank(W: Any, **options: Any) -> float:
+    """Stable rank ``‖W‖_F²/σ_1² = 1/r_1`` in ``[1, rank(W)]`` (Rudelson & Vershynin 2007).
+
+    Clipped to ``≥ 1`` against rounding.
+    """
+    spec = _spec(W, 1, options, need_complete=False, what="stable_rank")
+    return max(1.0, (spec.fro_norm / float(spec.s[0])) ** 2)
+
+
+def effective_rank(W: Any, **options: Any) -> float:
+    """Effective rank ``exp(H(p))``, ``p_i = σ_i/Σ_j σ_j``, ``H = −Σ_i p_i log p_i``.
+
+    Roy & Vetterli (2007), "The effective rank: a measure of effective dimensionality",
+    Def. 1 (``0·log 0 = 0``).  In ``[1, rank(W)]``.  Needs the full spectrum.
+    """
+    spec = _spec(W, None, options, need_complete=True, what="effective_rank")
+    p = spec.s / spec.s.sum()
+    p = p[p > 0]
+    return float(np.exp(-np.sum(p * np.log(p))))
+
+
+def srank(W: Any, delta: float | Sequence[float] | np.ndarray = 0.01, **options: Any) -> Any:
+    """``srank_δ(W) = min{k : Σ_{i≤k} σ_i / Σ_{i≤d} σ_i ≥ 1 − δ}`` (FADE (000) Fig. 5 caption).
+
+    The definition of Kumar et al. (2020), "Implicit under-parameterization inhibits
+    data-efficient deep RL", with the singular values themselves (not their squares).
+    ``delta`` in the open interval ``(0, 1)``: a number (returns an ``int``) or an array
+    (returns an int array of its shape; one cumulative sum and one ``searchsorted``).
+    Needs the full spectrum.  Default ``δ = 0.01`` as in Kumar et al.; FADE does not
+    state its δ.
+    """
+    dl = _check_delta(delta, "delta")
+    spec = _spec(W, None, options, need_complete=True, what="srank")
+    c = np.cumsum(spec.s)
+    frac = c / c[-1]                       # frac[-1] == 1 exactly
+    ks = np.minimum(np.searchsorted(frac, 1.0 - dl, side="left") + 1, len(frac))
+    return int(ks) if ks.ndim == 0 else ks.astype(int)
+
+
+def leading_vectors(W: Any, r: int = 1, **options: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``r`` leading singular triplets ``(u, s, v)``: ``u`` (m × r), ``s`` (r,), ``v`` (n × r).
+
+    ``W v_i = σ_i u_i``.  Sign: the largest-|entry| of each ``u_i`` is positive (the first
+    one on ties) and ``v_i`` is flipped with it.  FADE (000) App. 15: "rank-1
+    decomposition Δ ≈ s₁uvᵀ", ``u`` the output-token direction of the output-head ``ΔW``
+    (V × d).  Vectors of (near-)equal singular values are defined only up to a rotation.
+    ``W``: a matrix (``options`` go to :func:`spectrum`; with ``method="randomized"`` the
+    default ``k`` is ``r``) or a :class:`Spectrum` computed with ``n_vectors ≥ r``.
+    """
+    if isinstance(W, Spectrum):
+        if options:
+            raise ValueError(f"options {sorted(options)} apply to a matrix W, not to a Spectrum")
+        have = 0 if W.u is None else W.u.shape[1]
+        if have == 0:
+            raise ValueError("W is a Spectrum without singular vectors: compute it with n_vectors >= r")
+        r = _check_int("r", r, 1, have)
+        spec = W
+    else:
+        A = _as_matrix(W)
+        r = _check_int("r", r, 1, min(_shape(A)))
+        opts = dict(options)
+        k = opts.pop("k", r if opts.get("method") == "randomized" else None)
+        spec = spectrum(A, k, n_vectors=r, **opts)
+    assert spec.u is not None and spec.v is not None
+    return spec.u[:, :r], spec.s[:r].copy(), spec.v[:, :r]
+
+
+def summary(W: Any, *, deltas: float | Sequence[float] = (0.01,), k: int | None = None,
+            as_frame: bool = False, **options: Any) -> dict[str, Any] | pd.DataFrame:
+    """All metrics of one matrix from one spectrum computation.
+
+    Keys: ``rows``, ``cols``, ``method``, ``n_singular_values``, ``fro_norm``, ``s1``,
+    ``s2``, ``s1_s2``, ``rank1_fraction`` (FADE's "rank-1%" / 100), ``stable_rank``,
+    ``effective_rank`` and ``srank_<δ>`` for each δ of ``deltas`` (e.g. ``srank_0.01``).
+    With ``k`` (top-``k`` spectrum) ``effective_rank`` and ``srank_*`` are left out
+    (they need all singular values), and ``s2``, ``s1_s2`` too if ``k = 1``.
+    ``as_frame=True``: a long DataFrame with columns ``metric``, ``value``.  ``W``: a
+    matrix (``options`` go to :func:`spectrum`) or a :class:`Spectrum`.  The zero matrix
+    raises ``ValueError`` (its ratios are undefined).  Source: FADE (000) Sec. 5 table
+    (s1/s2, rank-1%), Fig. 5 (srank), App. 15.
+    """
+    dl = np.atleast_1d(np.asarray(deltas, dtype=float)) if np.size(deltas) else np.zeros(0)
+    if dl.size:
+        _check_delta(dl, "deltas")
+    spec = _spec(W, k, options, need_complete=False, what="summary")
+    out: dict[str, Any] = {
+        "rows": spec.shape[0], "cols": spec.shape[1], "method": spec.method,
+        "n_singular_values": len(spec.s), "fro_norm": spec.fro_norm, "s1": float(spec.s[0]),
+    }
+    if len(spec.s) >= 2 or spec.d == 1:
+        out["s2"] = float(spec.s[1]) if len(spec.s) >= 2 else 0.0
+        out["s1_s2"] = s1_s2(spec)
+    out["rank1_fraction"] = rank1_fraction(spec)
+    out["stable_rank"] = stable_rank(spec)
+    if spec.complete:
+        out["effective_rank"] = effective_rank(spec)
+        for dv, kv in zip(dl, np.atleast_1d(srank(spec, dl)) if dl.size else []):
+            out[f"srank_{dv:g}"] = int(kv)
+    if as_frame:
+        return pd.DataFrame({"metric": list(out), "value": list(out.values())})
+    return out

@@ -1,0 +1,581 @@
+"""One-step identities of a softmax (categorical) policy ``p = softmax(z)`` over ``K`` actions.
+
+Every function is vectorised over a batch of configurations: logits ``z`` have shape
+``[..., K]`` (last axis = actions), sampled ``actions`` and their ``advantages`` have shape
+``[..., N]`` (last axis = the ``N`` draws of one configuration), masks and ``counts`` have
+shape ``[..., K]``; leading axes broadcast.  Probabilities are computed from
+``log_softmax(z)``, so ``K = 128,000`` and probabilities far below ``1e-300`` are fine
+(they underflow to an exact 0 where they are multiplied, never to NaN).
+
+Updates (all satisfy ``Σ_i Δz_i = 0``):
+
+* :func:`logit_update` — the sampled policy-gradient step on the logits,
+  ``Δz_i = (η/N)·Σ_j A_j(δ_{i,a_j} − p_i)`` (two-stage paper (001) Lemma 1, summed over a
+  group of ``N`` draws as in its Theorem 1);
+* :func:`behaviour_update` — the same without the ``1/N``,
+  ``Δh_b = η[Σ_{j: a_j = b} A_j − C·π_b]``, ``C = Σ_j A_j`` (A-GRAE (003) Theorem 1, Eq. 6,
+  App. B.3 Eq. 29), with its cases (:func:`behaviour_cases`, Eq. 7-9 and App. B.5 Eq. 34-36);
+* :func:`expected_logit_update` — ``E[Δz_v] = η·p_v(Â_v − Σ_u p_u Â_u)`` for a fixed advantage
+  per action (001 Theorem 1); :func:`expected_group_logit_update` — the exact expectation for
+  a group-relative advantage from the registry (beyond the paper, see below);
+* :func:`surrogate_logit_update` — F-GRPO's TRPO-style surrogate step on the distinct sampled
+  support, ``Δz_i = (η/N)·p_i(R_i − S_R)`` (F-GRPO (002) Eq. 7).
+
+Mass changes:
+
+* :func:`probability_change`, :func:`subset_mass_change` — the first-order softmax expansion
+  ``Δp_i = p_i(Δz_i − Σ_j p_jΔz_j)`` and the subset-mass identity
+  ``ΔQ_S = Σ_{i∈S} p_iΔz_i − Q_S·Σ_j p_jΔz_j`` (002 App. C, Eq. 20-21);
+* :func:`delta_q_pos` — ``ΔQ_pos`` of the total correct mass (002 Eq. 8);
+  :func:`delta_q_unsampled_pos` — ``ΔQ_u,pos`` of the unsampled correct mass
+  (002 Prop. 3.2, Eq. 13, App. D-E), both with their terms;
+* :func:`exact_probability_change`, :func:`exact_subset_mass_change` — the exact change
+  ``softmax(z + Δz) − softmax(z)``, computed as ``p_i·expm1(Δz_i − Δlse)`` with
+  ``Δlse = log Σ_j p_j e^{Δz_j}``, so that it keeps full relative precision for tiny steps
+  (the naive difference of two probabilities loses it).  These are the references against
+  which the tests check every first-order formula.
+
+Exact expectation for group-relative advantages.  001 Theorem 1 treats ``Â(v)`` as a fixed
+function of the action.  With a group-relative advantage (GRPO, ...) ``A_j`` depends on the
+whole group; the expectation of :func:`logit_update` is still of the Theorem-1 form, exactly,
+with ``Â_v`` replaced by the *effective advantage* ``ā_v = E[A_1 | a_1 = v]`` (a short proof is
+in :func:`effective_advantage`).  For binary rewards ``ā_v`` depends only on whether ``v`` is
+correct and is read off the registry (:func:`rlvr_theory.masses.outcome_advantages`):
+``ā_C = Q_pos⁻¹·m_S(Q_pos, G)`` and ``ā_W = −Q_neg⁻¹·m_F(Q_pos, G)`` with the exact finite-G
+masses of :func:`rlvr_theory.masses.exact`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+from scipy import special
+
+from . import advantages as _adv
+from . import masses as _masses
+from .advantages import Advantage
+
+__all__ = [
+    "log_softmax",
+    "softmax",
+    "sample_actions",
+    "action_counts",
+    "advantage_per_action",
+    "logit_update",
+    "behaviour_update",
+    "behaviour_cases",
+    "group_logit_update",
+    "expected_logit_update",
+    "effective_advantage",
+    "expected_group_logit_update",
+    "probability_change",
+    "subset_mass_change",
+    "exact_probability_change",
+    "exact_subset_mass_change",
+    "SampleMoments",
+    "sample_moments",
+    "surrogate_logit_update",
+    "QPosChange",
+    "delta_q_pos",
+    "QUnsampledPosChange",
+    "delta_q_unsampled_pos",
+]
+
+
+# ----------------------------------------------------------------- checks
+def _check_z(z: Any) -> np.ndarray:
+    try:
+        arr = np.asarray(z, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("z must be an array [..., K] of finite logits (K >= 1)") from None
+    if arr.ndim == 0 or arr.shape[-1] < 1 or not np.all(np.isfinite(arr)):
+        raise ValueError(f"z must be an array [..., K] of finite logits (K >= 1), got shape {arr.shape}"
+                         + ("" if arr.ndim == 0 or np.all(np.isfinite(arr)) else " with non-finite entries"))
+    return arr
+
+
+def _check_eta(eta: Any) -> np.ndarray:
+    """eta as an array with a trailing axis of length 1 (it multiplies [..., K] arrays)."""
+    try:
+        arr = np.asarray(eta, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("eta must be a finite number (or an array over the batch axes)") from None
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"eta must be a finite number (or an array over the batch axes), got {eta!r}")
+    return arr[..., None]
+
+
+def _check_like(name: str, x: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """A finite float array whose last axis has length shape[-1] and that broadcasts with shape."""
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {what}") from None
+    if arr.ndim == 0 or arr.shape[-1] != shape[-1] or not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be {what} (last axis of length {shape[-1]}), got shape {arr.shape}")
+    try:
+        np.broadcast_shapes(arr.shape, shape)
+    except ValueError:
+        raise ValueError(f"{name} must broadcast with shape {shape}, got shape {arr.shape}") from None
+    return arr
+
+
+def _check_mask(name: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:
+    arr = np.asarray(mask)
+    if arr.dtype != bool:
+        if arr.ndim == 0 or not np.issubdtype(arr.dtype, np.number) or not np.all(np.isin(arr, (0, 1))):
+            raise ValueError(f"{name} must be a boolean (or 0/1) mask [..., K] over the actions")
+        arr = arr.astype(bool)
+    if arr.ndim == 0 or arr.shape[-1] != shape[-1]:
+        raise ValueError(f"{name} must be a boolean mask [..., K] with K = {shape[-1]}, got shape {arr.shape}")
+    try:
+        np.broadcast_shapes(arr.shape, shape)
+    except ValueError:
+        raise ValueError(f"{name} must broadcast with shape {shape}, got shape {arr.shape}") from None
+    return arr
+
+
+def _check_counts(counts: Any, shape: tuple[int, ...]) -> np.ndarray:
+    arr = np.asarray(counts)
+    if (arr.ndim == 0 or arr.shape[-1] != shape[-1] or not np.issubdtype(arr.dtype, np.number)
+            or not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr != np.round(arr))):
+        raise ValueError(f"counts must be non-negative integers [..., K] with K = {shape[-1]}, "
+                         f"got shape {arr.shape}")
+    try:
+        np.broadcast_shapes(arr.shape, shape)
+    except ValueError:
+        raise ValueError(f"counts must broadcast with shape {shape}, got shape {arr.shape}") from None
+    if np.any(arr.sum(-1) < 1):
+        raise ValueError("counts must hold at least one draw (N >= 1) in every configuration")
+    return arr.astype(float)
+
+
+def _check_actions(actions: Any, K: int) -> np.ndarray:
+    arr = np.asarray(actions)
+    if (arr.ndim == 0 or arr.shape[-1] < 1 or not np.issubdtype(arr.dtype, np.integer)
+            or np.any(arr < 0) or np.any(arr >= K)):
+        raise ValueError(f"actions must be integers in [0, K) = [0, {K}) with shape [..., N], N >= 1")
+    return arr
+
+
+def _check_rv(reward_values: Any) -> tuple[float, float]:
+    try:
+        rw, rc = (float(v) for v in reward_values)
+    except (TypeError, ValueError):
+        raise ValueError(f"reward_values must be a pair (R_w, R_c) of finite numbers, got {reward_values!r}") from None
+    if not (np.isfinite(rw) and np.isfinite(rc)):
+        raise ValueError(f"reward_values must be a pair (R_w, R_c) of finite numbers, got {reward_values!r}")
+    return rw, rc
+
+
+# ---------------------------------------------------------------- softmax
+def log_softmax(z: Any) -> np.ndarray:
+    """``log p = z − logsumexp(z)`` along the last axis (finite for every finite ``z``)."""
+    return special.log_softmax(_check_z(z), axis=-1)
+
+
+def softmax(z: Any) -> np.ndarray:
+    """``p = softmax(z)`` along the last axis, as ``exp(log_softmax(z))``."""
+    return np.exp(log_softmax(z))
+
+
+def _delta_lse(p: np.ndarray, logp: np.ndarray, dz: np.ndarray) -> np.ndarray:
+    """``log Σ_j p_j e^{Δz_j}`` with full relative precision for small steps: ``log1p(Σ p·expm1)``
+    where every ``|Δz_j| <= 1``, ``logsumexp`` otherwise.  Keeps the trailing axis."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # rows left to logsumexp
+        small = np.log1p(np.sum(p * np.expm1(dz), axis=-1, keepdims=True))
+    large = special.logsumexp(logp + dz, axis=-1, keepdims=True)
+    ok = np.max(np.abs(dz), axis=-1, keepdims=True) <= 1.0
+    return np.where(ok & np.isfinite(small), small, large)
+
+
+# ---------------------------------------------------------------- sampling
+def sample_actions(z: Any, N: int, rng: np.random.Generator) -> np.ndarray:
+    """``N`` i.i.d. draws from ``softmax(z)`` per configuration: integer array ``[..., N]``.
+
+    Draws are made as multinomial counts and returned in random order (the group-relative
+    advantages of the registry are permutation-equivariant, the order matters only to the
+    caller).  Randomness only from ``rng`` (a ``numpy.random.Generator``).
+    """
+    logp = log_softmax(z)
+    if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
+        raise ValueError(f"N must be an integer >= 1, got {N!r}")
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError("rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(0))")
+    p = np.exp(logp)
+    p /= p.sum(-1, keepdims=True)
+    K = p.shape[-1]
+    flat = p.reshape(-1, K)
+    counts = rng.multinomial(int(N), flat)
+    idx = np.repeat(np.tile(np.arange(K), flat.shape[0]), counts.ravel()).reshape(flat.shape[0], int(N))
+    return rng.permuted(idx, axis=-1).reshape(p.shape[:-1] + (int(N),))
+
+
+def action_counts(actions: Any, K: int) -> np.ndarray:
+    """How often each of the ``K`` actions was drawn: ``counts[..., i] = Σ_j δ_{i,a_j}``."""
+    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
+        raise ValueError(f"K must be an integer >= 1, got {K!r}")
+    a = _check_actions(actions, int(K))
+    return advantage_per_action(a, np.ones(a.shape), int(K)).astype(np.int64)
+
+
+def advantage_per_action(actions: Any, advantages: Any, K: int) -> np.ndarray:
+    """``S[..., i] = Σ_j A_j·δ_{i,a_j}``: the advantages of the draws summed onto their actions.
+
+    ``actions`` (integers in ``[0, K)``) and ``advantages`` have shape ``[..., N]`` with
+    broadcasting leading axes; the result has shape ``[..., K]``.  One ``np.bincount`` over
+    the flattened batch (no loop over samples or actions).
+    """
+    a = _check_actions(actions, K)
+    A = np.asarray(advantages, dtype=float)
+    if A.ndim == 0 or not np.all(np.isfinite(A)):
+        raise ValueError("advantages must be a finite array [..., N] matching actions")
+    try:
+        a, A = np.broadcast_arrays(a, A)
+    except ValueError:
+        raise ValueError(f"advantages must broadcast with actions {a.shape}, got shape {A.shape}") from None
+    batch, N = a.shape[:-1], a.shape[-1]
+    B = int(np.prod(batch))
+    flat = (np.arange(B)[:, None] * K + a.reshape(B, N)).ravel()
+    return np.bincount(flat, weights=A.reshape(-1), minlength=B * K).reshape(batch + (K,))
+
+
+# ----------------------------------------------------------------- updates
+def _sampled_update(z: Any, actions: Any, advantages: Any, eta: Any, per_draw: bool) -> np.ndarray:
+    logp = log_softmax(z)
+    e = _check_eta(eta)
+    S = advantage_per_action(actions, advantages, logp.shape[-1])
+    A = np.broadcast_arrays(np.asarray(actions), np.asarray(advantages, dtype=float))[1]
+    C = A.sum(-1, keepdims=True)
+    scale = e / A.shape[-1] if per_draw else e
+    return scale * (S - C * np.exp(logp))
+
+
+def logit_update(z: Any, actions: Any, advantages: Any, eta: Any) -> np.ndarray:
+    """One sampled policy-gradient step on the logits of a softmax policy.
+
+    ``Δz_i = (η/N)·Σ_{j=1}^{N} A_j·(δ_{i,a_j} − p_i)``: each draw ``a_j`` with advantage
+    ``A_j`` raises its own logit by ``η A_j(1 − p_{a_j})/N`` and moves every other logit by
+    ``−η A_j p_i/N`` (two-stage paper (001) Lemma 1, App. B.2; averaged over the group as in
+    its Theorem 1).  ``Σ_i Δz_i = 0``.
+
+    Parameters
+    ----------
+    z : array [..., K]
+        Logits.
+    actions : int array [..., N]
+        Sampled actions, leading axes broadcasting with those of ``z``.
+    advantages : array [..., N]
+        Advantage of each draw (e.g. ``rlvr_theory.advantages.get("grpo")(rewards)``).
+    eta : float or array over the batch axes
+        Learning rate.
+
+    Returns
+    -------
+    ndarray [..., K]
+        ``Δz``.  :func:`behaviour_update` is ``N`` times this.
+    """
+    return _sampled_update(z, actions, advantages, eta, per_draw=True)
+
+
+def behaviour_update(z: Any, actions: Any, advantages: Any, eta: Any) -> np.ndarray:
+    """The logit update in behaviour space, ``Δh_b = η·[1(b ∈ G)·A_b − C·π_b]`` (A-GRAE (003)
+    Theorem 1, Eq. 6; proof App. B.3, Eq. 29), with ``C = Σ_{j∈G} A_j`` the group's advantage sum.
+
+    The objective is ``J(h) = Σ_{j∈G} A_j log π_{a_j}(h)`` (003 Eq. 24); a behaviour drawn more
+    than once contributes the sum of its draws' advantages (the Kronecker sum of Eq. 26-27,
+    which Eq. 6 writes as ``1(b ∈ G)·A_b``).  Equal to ``N·`` :func:`logit_update`.  The cases
+    of :func:`behaviour_cases`: for ``C = 0`` (GRPO) a sampled positive moves by ``ηA_pos``, a
+    sampled negative by ``ηA_neg`` and an unsampled behaviour not at all (Eq. 7-9); for
+    ``C ≠ 0`` every behaviour also moves by ``−ηCπ_b`` (App. B.5, Eq. 34-36).
+
+    Shapes and arguments as in :func:`logit_update`.
+    """
+    return _sampled_update(z, actions, advantages, eta, per_draw=False)
+
+
+def behaviour_cases(actions: Any, correct: Any, K: int | None = None) -> np.ndarray:
+    """The case of each behaviour in A-GRAE (003) Theorem 1 (Eq. 7-9, 34-36).
+
+    Returns a string array ``[..., K]`` with ``"sampled_positive"`` (drawn and correct,
+    003's ``G_pos``), ``"sampled_negative"`` (drawn and incorrect, ``G_neg``) and
+    ``"unsampled"`` (``U``).  ``correct`` is a boolean mask ``[..., K]``; ``K`` defaults to
+    its last axis.
+    """
+    mask = np.asarray(correct)
+    K = mask.shape[-1] if K is None and mask.ndim else K
+    if K is None:
+        raise ValueError("correct must be a boolean mask [..., K] over the actions")
+    mask = _check_mask("correct", mask, (int(K),))
+    sampled = action_counts(actions, int(K)) > 0
+    return np.where(sampled, np.where(mask, "sampled_positive", "sampled_negative"), "unsampled")
+
+
+def _rewards_of(actions: np.ndarray, correct: np.ndarray, reward_values: tuple[float, float]) -> np.ndarray:
+    """Reward of each draw, R_c if its action is correct else R_w (broadcasting the batch axes)."""
+    batch = np.broadcast_shapes(actions.shape[:-1], correct.shape[:-1])
+    a = np.broadcast_to(actions, batch + actions.shape[-1:])
+    c = np.broadcast_to(correct, batch + correct.shape[-1:])
+    hit = np.take_along_axis(c, a, axis=-1)
+    rw, rc = reward_values
+    return np.where(hit, rc, rw)
+
+
+def group_logit_update(z: Any, actions: Any, correct: Any, adv: Advantage | str, eta: Any) -> np.ndarray:
+    """:func:`logit_update` with binary rewards and a registry advantage.
+
+    Draw ``j`` gets reward ``R_c`` if ``correct[a_j]`` else ``R_w`` (``adv.reward_values``),
+    the group (last axis of ``actions``) gets advantages ``adv(rewards)``, and
+    ``Δz = (η/N)·Σ_j A_j(e_{a_j} − p)`` (001 Lemma 1 with the registry's advantage).
+    Group-level families only: a batch-level one (A-GRAE without ``omega``) would read
+    the batch axes of ``actions`` as one batch.
+    """
+    adv = _group_adv(adv)
+    zz = _check_z(z)
+    K = zz.shape[-1]
+    a = _check_actions(actions, K)
+    c = _check_mask("correct", correct, zz.shape)
+    rewards = _rewards_of(a, c, adv.reward_values)
+    return logit_update(zz, a, adv(rewards), eta)
+
+
+def _group_adv(adv: Advantage | str) -> Advantage:
+    if isinstance(adv, str):
+        adv = _adv.get(adv)
+    if not isinstance(adv, Advantage):
+        raise ValueError(f"adv must be an Advantage or a registered name, got {type(adv).__name__}")
+    if adv.batch_level:
+        raise ValueError(f"adv must be a group-level advantage; {adv!r} is batch-level (give it omega=...)")
+    return adv
+
+
+def expected_logit_update(z: Any, action_advantage: Any, eta: Any) -> np.ndarray:
+    """Expected logit update for a fixed advantage per action (two-stage paper (001) Theorem 1).
+
+    ``E[Δz_v] = η·p_v[(1 − p_v)Â_v − Σ_{u≠v} p_u Â_u] = η·p_v(Â_v − Σ_u p_u Â_u)``:
+    the expectation of :func:`logit_update` when the ``N`` draws are i.i.d. from ``p`` and
+    draw ``j`` has advantage ``Â(a_j)``; it does not depend on ``N`` and equals the exact
+    (vanilla) gradient ``η·∂/∂z E_p[Â]``.  ``action_advantage`` has shape ``[..., K]``.
+    For group-relative advantages use :func:`expected_group_logit_update`.
+    """
+    logp = log_softmax(z)
+    A = _check_like("action_advantage", action_advantage, logp.shape, "a finite array [..., K]")
+    p = np.exp(logp)
+    mean = np.sum(p * A, axis=-1, keepdims=True)
+    return _check_eta(eta) * p * (A - mean)
+
+
+def _binom_pmf(q_pos: np.ndarray, q_neg: np.ndarray, n: int) -> np.ndarray:
+    """Binom(x; n, Q_pos) for x = 0..n, shape q.shape + (n+1,), from Q_pos and Q_neg = 1 − Q_pos
+    given separately (Q_neg keeps its relative precision when Q_pos is near 1)."""
+    x = np.arange(n + 1)
+    logc = special.gammaln(n + 1) - special.gammaln(x + 1) - special.gammaln(n - x + 1)
+    with np.errstate(divide="ignore"):
+        return np.exp(logc + special.xlogy(x, q_pos[..., None]) + special.xlogy(n - x, q_neg[..., None]))
+
+
+def effective_advantage(z: Any, correct: Any, adv: Advantage | str, G: int) -> np.ndarray:
+    """Effective advantage per action ``ā_v = E[A_1 | a_1 = v]`` of a group-relative advantage.
+
+    For a group of ``G`` i.i.d. draws from ``p = softmax(z)`` with binary rewards (correct
+    actions ``correct``) and a group-level registry advantage ``adv``: given ``a_1 = v``, the
+    other ``G − 1`` draws are correct independently with probability ``Q_pos = Σ_{i∈P} p_i``,
+    so with ``X' ~ Binom(G − 1, Q_pos)``
+
+        ā_v = E[A_success(1 + X')]   (v correct),     ā_v = E[A_failure(X')]   (v incorrect),
+
+    with ``A_success(x)``, ``A_failure(x)`` the advantages in a group with ``x`` successes
+    (:func:`rlvr_theory.masses.outcome_advantages`).  Then ``E[(1/G)Σ_j A_j δ_{v,a_j}] = p_v ā_v``
+    and ``E[(1/G)Σ_j A_j] = Σ_u p_u ā_u = m_S − m_F`` (exact masses at ``Q_pos``), so the expected
+    :func:`logit_update` is 001 Theorem 1 with ``Â = ā`` — exactly, for every ``G``.
+    Returns an array ``[..., K]`` (beyond the papers; derivation ours).
+    """
+    adv = _group_adv(adv)
+    logp = log_softmax(z)
+    c = _check_mask("correct", correct, logp.shape)
+    G = _masses._check_G(G, adv)
+    table = _masses.outcome_advantages(adv, G)
+    a_succ = table.A_success.to_numpy()[1:]   # x = 1..G
+    a_fail = table.A_failure.to_numpy()[:-1]  # x = 0..G-1
+    p = np.exp(logp)
+    q_pos = np.sum(np.where(c, p, 0.0), axis=-1)
+    q_neg = np.sum(np.where(c, 0.0, p), axis=-1)
+    tot = q_pos + q_neg
+    w = _binom_pmf(q_pos / tot, q_neg / tot, G - 1)
+    return np.where(c, (w @ a_succ)[..., None], (w @ a_fail)[..., None])
+
+
+def expected_group_logit_update(z: Any, correct: Any, adv: Advantage | str, G: int, eta: Any) -> np.ndarray:
+    """Exact expectation of :func:`group_logit_update` over groups of ``G`` i.i.d. draws.
+
+    ``E[Δz_v] = η·p_v(ā_v − Σ_u p_u ā_u)`` with the effective advantage ``ā`` of
+    :func:`effective_advantage`: 001 Theorem 1, made exact for group-relative advantages.
+    """
+    return expected_logit_update(z, effective_advantage(z, correct, adv, G), eta)
+
+
+# ----------------------------------------------------------- mass changes
+def _dz_like(dz: Any, shape: tuple[int, ...]) -> np.ndarray:
+    return _check_like("dz", dz, shape, "a finite array [..., K] of logit changes")
+
+
+def probability_change(z: Any, dz: Any) -> np.ndarray:
+    """First-order probability change ``Δp_i = p_i(Δz_i − Σ_j p_jΔz_j)`` (F-GRPO (002) App. C,
+    Eq. 20, from the softmax Jacobian ``∂p_i/∂z_j = p_i(δ_ij − p_j)``)."""
+    logp = log_softmax(z)
+    d = _dz_like(dz, logp.shape)
+    p = np.exp(logp)
+    return p * (d - np.sum(p * d, axis=-1, keepdims=True))
+
+
+def subset_mass_change(z: Any, dz: Any, subset: Any) -> np.ndarray:
+    """Subset-mass identity ``ΔQ_S = Σ_{i∈S} p_iΔz_i − Q_S·Σ_j p_jΔz_j`` (002 App. C, Eq. 21).
+
+    First order in ``Δz``; ``subset`` is a boolean mask ``[..., K]``.  Returns ``[...]``.
+    """
+    logp = log_softmax(z)
+    d = _dz_like(dz, logp.shape)
+    s = _check_mask("subset", subset, logp.shape)
+    p = np.exp(logp)
+    ps = np.where(s, p, 0.0)
+    return np.sum(ps * d, axis=-1) - ps.sum(-1) * np.sum(p * d, axis=-1)
+
+
+def exact_probability_change(z: Any, dz: Any) -> np.ndarray:
+    """Exact ``softmax(z + Δz) − softmax(z)``, as ``p_i·expm1(Δz_i − Δlse)`` with
+    ``Δlse = log Σ_j p_j e^{Δz_j}``: accurate to a few ulps relative to the change itself
+    even for tiny steps and tiny probabilities (the reference for every first-order formula)."""
+    logp = log_softmax(z)
+    d = _dz_like(dz, logp.shape)
+    p = np.exp(logp)
+    return p * np.expm1(d - _delta_lse(p, logp, d))
+
+
+def exact_subset_mass_change(z: Any, dz: Any, subset: Any) -> np.ndarray:
+    """Exact ``Q_S(z + Δz) − Q_S(z)`` for a boolean mask ``subset`` (see
+    :func:`exact_probability_change`).  Returns ``[...]``."""
+    zz = _check_z(z)
+    s = _check_mask("subset", subset, zz.shape)
+    return np.sum(np.where(s, exact_probability_change(zz, dz), 0.0), axis=-1)
+
+
+# --------------------------------------------------- F-GRPO (002) Sec. 2.3
+class SampleMoments(NamedTuple):
+    """Masses and second moments of one batch of ``N`` draws (F-GRPO (002) Sec. 2.3, Eq. 6).
+
+    ``Q_pos``, ``Q_neg``: total correct / incorrect mass; ``P_pos``, ``P_neg``: mass of the
+    distinct sampled correct (``A``) / incorrect (``B``) actions; ``A2 = Σ_{i∈A} p_i²``,
+    ``B2 = Σ_{i∈B} p_i²``; ``U_pos2``, ``U_neg2``: ``Σ p_i²`` over unsampled correct /
+    incorrect actions; ``Q_u_pos``: unsampled correct mass (002 Eq. 12); ``S_R = R_c P_pos +
+    R_w P_neg`` the batch baseline; ``N`` the number of draws.  Arrays over the batch axes.
+    """
+
+    Q_pos: np.ndarray
+    Q_neg: np.ndarray
+    P_pos: np.ndarray
+    P_neg: np.ndarray
+    A2: np.ndarray
+    B2: np.ndarray
+    U_pos2: np.ndarray
+    U_neg2: np.ndarray
+    Q_u_pos: np.ndarray
+    S_R: np.ndarray
+    N: np.ndarray
+
+
+def sample_moments(z: Any, correct: Any, counts: Any, reward_values: Any = (0.0, 1.0)) -> SampleMoments:
+    """The quantities of F-GRPO (002) Sec. 2.3 for logits ``z``, correct mask and draw counts.
+
+    ``counts[..., i]`` is how often action ``i`` was drawn (:func:`action_counts`); an action
+    is *sampled* when its count is positive.  ``reward_values = (R_w, R_c)`` (002 Eq. 1).
+    """
+    logp = log_softmax(z)
+    c = _check_mask("correct", correct, logp.shape)
+    n = _check_counts(counts, logp.shape)
+    rw, rc = _check_rv(reward_values)
+    p = np.exp(logp)
+    p2 = np.exp(2.0 * logp)
+    s = n > 0
+
+    def tot(x, m):
+        return np.sum(np.where(m, x, 0.0), axis=-1)
+
+    P_pos, P_neg = tot(p, s & c), tot(p, s & ~c)
+    return SampleMoments(
+        Q_pos=tot(p, c), Q_neg=tot(p, ~c), P_pos=P_pos, P_neg=P_neg,
+        A2=tot(p2, s & c), B2=tot(p2, s & ~c), U_pos2=tot(p2, ~s & c), U_neg2=tot(p2, ~s & ~c),
+        Q_u_pos=tot(p, ~s & c), S_R=rc * P_pos + rw * P_neg, N=n.sum(-1))
+
+
+def surrogate_logit_update(z: Any, correct: Any, counts: Any, eta: Any,
+                           reward_values: Any = (0.0, 1.0)) -> np.ndarray:
+    """F-GRPO's one-step logit update of the TRPO-style linear surrogate (002 Eq. 7).
+
+    ``Δz_i = (η/N)·p_i(R_i − S_R)`` with ``R_i = R_c`` for sampled correct, ``R_w`` for
+    sampled incorrect and ``0`` for unsampled actions, and ``S_R = Σ_i p_i R_i =
+    R_c P_pos + R_w P_neg``.  It is the gradient of ``(1/N)·Σ_{i sampled} p_i R_i`` (each
+    distinct sampled action counted once).  Unsampled actions move by ``−(η/N)S_R p_i``.
+    ``Σ_i Δz_i = 0``.
+    """
+    logp = log_softmax(z)
+    c = _check_mask("correct", correct, logp.shape)
+    n = _check_counts(counts, logp.shape)
+    rw, rc = _check_rv(reward_values)
+    e = _check_eta(eta)
+    p = np.exp(logp)
+    R = np.where(n > 0, np.where(c, rc, rw), 0.0)
+    S_R = np.sum(p * R, axis=-1, keepdims=True)
+    return e / n.sum(-1, keepdims=True) * p * (R - S_R)
+
+
+class QPosChange(NamedTuple):
+    """``ΔQ_pos`` of 002 Eq. 8 and its three terms (each includes the factor ``η/N``)."""
+
+    total: np.ndarray
+    sampled_correct: np.ndarray    # (η/N)(R_c − S_R) Q_neg A2  >= 0
+    sampled_incorrect: np.ndarray  # (η/N)(S_R − R_w) Q_pos B2  >= 0
+    unsampled_coupling: np.ndarray  # (η/N) S_R (Q_pos U_neg2 − Q_neg U_pos2)
+
+
+def delta_q_pos(z: Any, correct: Any, counts: Any, eta: Any, reward_values: Any = (0.0, 1.0)) -> QPosChange:
+    """First-order change of the total correct mass under the surrogate step (002 Eq. 8).
+
+    ``ΔQ_pos = (η/N)[(R_c − S_R)Q_neg A2 + (S_R − R_w)Q_pos B2 + S_R(Q_pos U_neg2 − Q_neg U_pos2)]``
+
+    (Hu et al. 2025 via 002 Sec. 2.3; it is the subset-mass identity, Eq. 21, with
+    ``S = P`` applied to :func:`surrogate_logit_update`).  Returns :class:`QPosChange`
+    over the batch axes.
+    """
+    m = sample_moments(z, correct, counts, reward_values)
+    rw, rc = _check_rv(reward_values)
+    k = _check_eta(eta)[..., 0] / m.N
+    a = k * (rc - m.S_R) * m.Q_neg * m.A2
+    b = k * (m.S_R - rw) * m.Q_pos * m.B2
+    u = k * m.S_R * (m.Q_pos * m.U_neg2 - m.Q_neg * m.U_pos2)
+    return QPosChange(a + b + u, a, b, u)
+
+
+class QUnsampledPosChange(NamedTuple):
+    """``ΔQ_u,pos`` of 002 Prop. 3.2 (Eq. 13) and its two terms (each includes ``η/N``)."""
+
+    total: np.ndarray
+    direct_drift: np.ndarray           # −(η/N) S_R U_pos2
+    normalization_coupling: np.ndarray  # −(η/N) Q_u,pos[(R_c − S_R)A2 + (R_w − S_R)B2 − S_R U2]
+
+
+def delta_q_unsampled_pos(z: Any, correct: Any, counts: Any, eta: Any,
+                          reward_values: Any = (0.0, 1.0)) -> QUnsampledPosChange:
+    """First-order change of the unsampled correct mass ``Q_u,pos`` (002 Prop. 3.2, Eq. 13).
+
+    ``ΔQ_u,pos = (η/N)[−S_R U_pos2 − Q_u,pos((R_c − S_R)A2 + (R_w − S_R)B2 − S_R U2)]``,
+    ``U2 = U_pos2 + U_neg2`` (proof 002 App. D: Eq. 21 with ``S = U ∩ P``; the set of
+    unsampled correct actions is held fixed, it is the one of this batch).  Returns
+    :class:`QUnsampledPosChange` over the batch axes.
+    """
+    m = sample_moments(z, correct, counts, reward_values)
+    rw, rc = _check_rv(reward_values)
+    k = _check_eta(eta)[..., 0] / m.N
+    direct = -k * m.S_R * m.U_pos2
+    coupling = -k * m.Q_u_pos * ((rc - m.S_R) * m.A2 + (rw - m.S_R) * m.B2 - m.S_R * (m.U_pos2 + m.U_neg2))
+    return QUnsampledPosChange(direct + coupling, direct, coupling)
