@@ -1,3 +1,9 @@
-"""analysis: measurement of matrices, checkpoints and samples (spectra, checkpoint diff,
-hidden-state geometry, pass@k).  Empty until the sampling-theory and checkpoint-diff
-issues land; see ../shared/DESIGN.md for the plan."""
+"""analysis: measurement of matrices, checkpoints and samples.
+
+Today: :mod:`~analysis.spectra` (singular values and rank metrics of any matrix, numpy or
+torch, CPU or CUDA) and :mod:`~analysis.passk` (pass@k estimation, scaling-law and
+solve-rate fits, bootstrap, paired subsampling test).  Checkpoint diff, hidden-state
+geometry and reports come with the checkpoint-diff issue (see ../shared/DESIGN.md).
+Submodules are imported on use (``from analysis import spectra``) so that importing the
+package does not load torch.
+"""

@@ -3,10 +3,14 @@
 Modules: :mod:`~rlvr_theory.advantages` (registry of advantage functions),
 :mod:`~rlvr_theory.masses` (gradient masses m_S, m_F: per group, closed form, exact
 finite-G expectation, ratios, tables), :mod:`~rlvr_theory.schedules` (FADE and A-GRAE
-schedules).
+schedules), :mod:`~rlvr_theory.tail_miss` (F-GRPO Lemma 3.1), :mod:`~rlvr_theory.variance`
+(FADE App. 14), :mod:`~rlvr_theory.entropy` and :mod:`~rlvr_theory.categorical` (one-step
+softmax identities), :mod:`~rlvr_theory.sharpening` (004 Sec. 2) and
+:mod:`~rlvr_theory.rank1` (FADE App. 15).  See docs/README.md.
 """
 
-from . import advantages, masses, schedules
+from . import advantages, categorical, entropy, masses, rank1, schedules, sharpening, tail_miss, variance
 
 __version__ = "0.1.0"
-__all__ = ["advantages", "masses", "schedules", "__version__"]
+__all__ = ["advantages", "masses", "schedules", "tail_miss", "variance", "entropy", "categorical",
+           "sharpening", "rank1", "__version__"]

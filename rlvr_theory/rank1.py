@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ._checks import finite_array
+
 __all__ = [
     "rank1_limit",
     "mode_residual",
@@ -29,16 +31,7 @@ __all__ = [
 ]
 
 
-def _array(name: str, x: Any, *, ndim: int = 0) -> np.ndarray:
-    try:
-        a = np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a numeric array") from None
-    if a.ndim < ndim:
-        raise ValueError(f"{name} must have at least {ndim} axis(es), got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} must be finite (no NaN or inf)")
-    return a
+_array = finite_array
 
 
 def rank1_limit(signal: Any, residual: Any) -> np.ndarray:
