@@ -1,0 +1,490 @@
+"""Batched simulator of a softmax (categorical) policy over ``K`` actions trained with group sampling.
+
+Setting of F-GRPO (002) Sec. 5.1 and App. J (after Hu et al. 2025): ``K`` actions, a subset
+``A+`` of them correct (reward ``R_c``), the rest incorrect (reward ``R_w``); policy
+``π = softmax(z / T)`` over free logits ``z``.  Each step, per configuration:
+
+1. draw ``N`` i.i.d. actions from ``π`` (:func:`sample_counts`, exact; counts per action);
+2. ``X`` = number of correct draws, ``p̂ = X/N``; per-outcome advantages ``A_c, A_w`` from the
+   registry :mod:`rlvr_theory.advantages` (default ``dr_grpo`` = the mean baseline
+   ``r̃_j = R_j − (1/N)Σ_k R_k`` of 002 App. J), times the focal weight ``g = (1 − p̂)^γ``
+   (002 Eq. 15-16);
+3. ascend one of three surrogates (``S_i = Σ_{j: a_j = i} A_j``, ``C = Σ_j A_j``; gradients in
+   ``u = z/T``, the ``z``-gradient is ``1/T`` times these):
+
+   * ``"logprob"`` — REINFORCE ``(1/N)Σ_j A_j log π(a_j)``: ``g_i = (S_i − C π_i)/N``
+     (001 Lemma 1; :func:`rlvr_theory.categorical.logit_update` with ``η = 1``);
+   * ``"prob"`` — the probability surrogate of 002 App. J, ``ℒ = (1/N)Σ_j r̃_j π(a_j)``:
+     ``g_i = π_i(S_i − Σ_k π_k S_k)/N``;
+   * ``"trpo"`` — the TRPO linear surrogate of 002 Eq. 7 on the distinct sampled support,
+     ``g_i = g·π_i(R_i − S_R)/N`` with ``R_i ∈ {R_c, R_w}`` for sampled and ``0`` for unsampled
+     actions (:func:`rlvr_theory.categorical.surrogate_logit_update`; uses rewards, not the
+     registry advantage — only the focal weight applies);
+4. update ``z`` with SGD (``z += η g``) or Adam (torch semantics, ``maximize``; bias-corrected
+   ``m̂/(√v̂ + ε)``).
+
+Metrics (every ``record_every`` steps): ``Q_pos = Σ_{a∈A+} π(a)``; the retained positive mass
+``M_ret = 1 − Σ_{a∈A+} max(0, π_0(a) − π_t(a)) / Σ_{a∈A+} π_0(a)`` (002 App. J Eq. 26);
+entropy; anchor probability; ``Q_u_pos`` (correct mass not drawn in this step, 002 Eq. 12);
+``frac_lost`` (fraction of correct actions with ``π_t < π_0``).  With ``predict=True`` the
+one-step predictions of :mod:`rlvr_theory` are recorded next to the measured change of the
+same step: ``dQ_pos_first_order`` (002 Eq. 21 applied to the actual step),
+``dQ_pos_eq8`` (002 Eq. 8, the SGD/TRPO-surrogate prediction with the configured ``η``),
+``dH_first_order`` (``−Cov_π(log π, Δu)``, :func:`rlvr_theory.entropy.first_order_change`;
+FADE Theorem 13.1 without its drift term, see that module), and ``dQ_pos``, ``dH`` measured.
+
+Exact sampling without a loop over draws or configurations: per configuration the step's
+uniforms come from a counter-based generator (SplitMix64 of ``(seed, step, draw index)``), so
+a configuration draws the same actions whether it runs alone or in a batch; each uniform is
+turned into sorted uniforms (exponential spacings) and mapped through the configuration's
+float64 CDF with ``torch.searchsorted`` (inverse-CDF, exact up to float64 rounding, ``~1e-16``
+relative).  Cost ``O(K + N log K)`` per configuration and
+step.  Configurations are grouped by group size ``N`` (one batched call per distinct ``N``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rlvr_theory import advantages as _adv
+from rlvr_theory import categorical as _cat
+from rlvr_theory import entropy as _ent
+
+__all__ = ["Config", "PRESETS", "preset", "initial_logits", "sample_counts", "outcome_advantages",
+           "simulate", "resolve_device", "add_parser"]
+
+SURROGATES = ("logprob", "prob", "trpo")
+OPTIMIZERS = ("sgd", "adam")
+
+
+# ------------------------------------------------------------------ configuration
+@dataclass(frozen=True)
+class Config:
+    """One sweep of the categorical simulator (every setting recorded with the results).
+
+    Defaults reproduce F-GRPO (002) App. J: ``K = 128,000`` actions, ``n_correct = 10,000``,
+    logits ``5.0`` (one anchor correct action), ``3.0`` (other correct), ``0.0`` (incorrect),
+    ``lr = 1e-2``, ``1,000`` steps, rewards ``(R_w, R_c) = (−1, +1)``.  ``N``, ``gamma``,
+    ``seeds`` and ``lr`` are lists; the sweep is their Cartesian product.
+    """
+
+    K: int = 128_000
+    n_correct: int = 10_000
+    z_anchor: float = 5.0
+    z_correct: float = 3.0
+    z_incorrect: float = 0.0
+    N: tuple[int, ...] = tuple(2 ** k for k in range(1, 18))
+    gamma: tuple[float, ...] = (0.0, 1.0)
+    seeds: tuple[int, ...] = (0, 1, 2, 3)
+    lr: tuple[float, ...] = (1e-2,)
+    steps: int = 1000
+    advantage: str = "dr_grpo"
+    advantage_params: dict = field(default_factory=dict)
+    reward_values: tuple[float, float] = (-1.0, 1.0)
+    surrogate: str = "logprob"
+    optimizer: str = "adam"
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    temperature: float = 1.0
+    record_every: int = 10
+    predict: bool = False
+
+    def validate(self) -> "Config":
+        """Raise ``ValueError`` naming the first bad field and its allowed range."""
+        def ints(name, vals, low):
+            if not vals or any(isinstance(v, bool) or int(v) != v or v < low for v in vals):
+                raise ValueError(f"{name} must be a non-empty list of integers >= {low}, got {vals!r}")
+        for name, low in (("K", 2), ("n_correct", 1), ("steps", 1), ("record_every", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+        if self.n_correct >= self.K:
+            raise ValueError(f"n_correct must be in [1, K - 1] = [1, {self.K - 1}], got {self.n_correct}")
+        ints("N", self.N, 1)
+        ints("seeds", self.seeds, 0)
+        for name, vals, ok, what in (("gamma", self.gamma, lambda g: g >= 0, ">= 0"),
+                                     ("lr", self.lr, lambda g: g > 0, "> 0")):
+            if not vals or any(not math.isfinite(float(v)) or not ok(float(v)) for v in vals):
+                raise ValueError(f"{name} must be a non-empty list of finite numbers {what}, got {vals!r}")
+        for name in ("z_anchor", "z_correct", "z_incorrect"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be a finite logit, got {getattr(self, name)!r}")
+        if self.surrogate not in SURROGATES:
+            raise ValueError(f"surrogate must be one of {', '.join(SURROGATES)}, got {self.surrogate!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if not (math.isfinite(self.temperature) and self.temperature > 0):
+            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r}")
+        if not all(0 <= b < 1 for b in self.betas) or not self.eps > 0:
+            raise ValueError(f"betas must be in [0, 1) and eps > 0, got betas={self.betas!r}, eps={self.eps!r}")
+        adv = self.make_advantage()
+        if adv.batch_level or adv.uses_lengths:
+            raise ValueError(f"advantage must be a group-level family without lengths, got {self.advantage!r}")
+        if min(self.N) < adv.min_group_size():
+            raise ValueError(f"N must be >= {adv.min_group_size()} for advantage {self.advantage!r}, got {min(self.N)}")
+        return self
+
+    def make_advantage(self) -> _adv.Advantage:
+        if self.advantage not in _adv.names():
+            raise ValueError(f"advantage must be one of {', '.join(_adv.names())}, got {self.advantage!r}")
+        return _adv.get(self.advantage, reward_values=self.reward_values, **self.advantage_params)
+
+    def grid(self) -> pd.DataFrame:
+        """One row per configuration: ``config, N, gamma, seed, lr`` (Cartesian product)."""
+        idx = pd.MultiIndex.from_product([list(self.N), list(self.gamma), list(self.seeds), list(self.lr)],
+                                         names=["N", "gamma", "seed", "lr"])
+        g = idx.to_frame(index=False)
+        g.insert(0, "config", np.arange(len(g)))
+        return g.astype({"N": int, "gamma": float, "seed": int, "lr": float})
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # 002 App. J / Fig. 4: 17 N x 2 gamma x 4 seeds x 1,000 steps x 128,000 actions
+    "fgrpo-fig4": {},
+    # same shape, three N (one per regime), one seed, fewer steps: the regression/CI preset
+    "fgrpo-fig4-small": {"N": (4, 1024, 131_072), "seeds": (0,), "steps": 600, "record_every": 10},
+}
+
+
+def preset(name: str, **overrides: Any) -> Config:
+    """The :class:`Config` of a named preset (:data:`PRESETS`), with fields overridden."""
+    if name not in PRESETS:
+        raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {name!r}")
+    kw = {**PRESETS[name], **{k: v for k, v in overrides.items() if v is not None}}
+    for k in ("N", "gamma", "seeds", "lr"):
+        if k in kw and np.ndim(kw[k]) == 0:
+            kw[k] = (kw[k],)
+        if k in kw:
+            kw[k] = tuple(kw[k])
+    return Config(**kw).validate()
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` → CUDA when available, else CPU; otherwise ``torch.device(device)``."""
+    if str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:K', got {device!r}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available; use 'auto' or 'cpu'")
+    return dev
+
+
+def initial_logits(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
+    """Initial logits ``[K]`` and correct mask ``[K]`` of 002 App. J: action 0 is the anchor,
+    actions ``0..n_correct−1`` are correct."""
+    correct = np.zeros(cfg.K, dtype=bool)
+    correct[: cfg.n_correct] = True
+    z = np.where(correct, cfg.z_correct, cfg.z_incorrect).astype(float)
+    z[0] = cfg.z_anchor
+    return z, correct
+
+
+# ------------------------------------------------------------------ sampling
+
+
+def _s64(c: int) -> int:
+    return c - (1 << 64) if c >= 1 << 63 else c
+
+
+_GOLD, _C1, _C2 = _s64(0x9E3779B97F4A7C15), _s64(0xBF58476D1CE4E5B9), _s64(0x94D049BB133111EB)
+
+
+def _srl(x: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 (as unsigned 64-bit)."""
+    return (x >> s) & ((1 << (64 - s)) - 1)
+
+
+def _splitmix64(x: torch.Tensor) -> torch.Tensor:
+    """SplitMix64 finaliser (Steele et al. 2014) on int64 tensors (wrap-around arithmetic)."""
+    z = x + _GOLD
+    z = (z ^ _srl(z, 30)) * _C1
+    z = (z ^ _srl(z, 27)) * _C2
+    return z ^ _srl(z, 31)
+
+
+def _uniforms(seed: torch.Tensor, step: int, N: int) -> torch.Tensor:
+    """Uniforms in [0, 1) float64 ``[len(seed), N]`` from (seed, step, draw index)."""
+    base = _splitmix64(_splitmix64(seed.to(torch.int64) * 1_000_003 + 0x5EED) + step)
+    j = torch.arange(N, device=seed.device, dtype=torch.int64)
+    bits = _splitmix64(base[:, None] + _splitmix64(j)[None, :])
+    return _srl(bits, 11).to(torch.float64) * (2.0 ** -53)
+
+
+def sample_counts(p: torch.Tensor, N: int, seed: torch.Tensor, step: int) -> torch.Tensor:
+    """Counts ``[B, K]`` of ``N`` i.i.d. draws from each row of ``p`` ``[B, K]`` (exact).
+
+    Inverse-CDF sampling of the sorted sample: the order statistics of ``N`` i.i.d. uniforms
+    are ``U_(k) = (E_1 + … + E_k)/(E_1 + … + E_{N+1})`` with i.i.d. exponentials ``E_j =
+    −log(1 − u_j)`` (Devroye 1986, Ch. V.2), ``u_j`` from the counter-based generator keyed by
+    ``(seed[b], step, j)``; ``a_(k) = #{i : cdf_i <= U_(k)·cdf_K}`` with the float64 CDF of the
+    row.  The counts are those of ``N`` i.i.d. draws; a row's draws do not depend on the other rows.
+    """
+    return _sample(p, N, seed, step, 1)[0]
+
+
+def _sample(p: torch.Tensor, N: int, seed: torch.Tensor, step: int, n_first: int,
+            counts: torch.Tensor | None = None, cdf: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`sample_counts` and the number of draws among actions ``0..n_first−1``; ``counts``
+    (zeroed here) and ``cdf`` (float64) are optional preallocated buffers of ``p``'s shape."""
+    cdf = torch.cumsum(p, dim=-1, dtype=torch.float64, out=cdf)
+    # sorted uniforms as normalised partial sums of N + 1 exponentials (the order statistics of N
+    # i.i.d. uniforms); sorted queries make the binary searches cache-friendly (~3x faster)
+    e = torch.cumsum(-torch.log1p(-_uniforms(seed, step, N + 1)), dim=-1)
+    u = e[:, :N] * (cdf[:, -1:] / e[:, -1:])
+    idx = torch.searchsorted(cdf, u, right=True).clamp_(max=p.shape[-1] - 1)
+    counts = torch.zeros(p.shape, dtype=p.dtype, device=p.device) if counts is None else counts.zero_()
+    counts.scatter_add_(1, idx, torch.ones((), dtype=p.dtype, device=p.device).expand(idx.shape))
+    return counts, (idx < n_first).sum(-1)
+
+
+def outcome_advantages(adv: _adv.Advantage, X: np.ndarray, N: int) -> tuple[np.ndarray, np.ndarray]:
+    """Advantage of a correct and of an incorrect draw in groups of ``N`` with ``X`` successes.
+
+    Calls the registry on the canonical reward vectors (``X`` successes first); a value whose
+    outcome does not occur is returned as 0.  Exact for every exchangeable group-level family.
+    ``dr_grpo`` takes the closed form ``A_c = Δ(1 − p̂)``, ``A_w = −Δp̂`` (0 if ``X ∈ {0, N}``),
+    which the tests check against the registry.
+    """
+    X = np.asarray(X, dtype=np.int64)
+    rw, rc = adv.reward_values
+    if adv.name == "dr_grpo":
+        ph = X / N
+        live = (X > 0) & (X < N)
+        return np.where(live, (rc - rw) * (1 - ph), 0.0), np.where(live, -(rc - rw) * ph, 0.0)
+    r = np.where(np.arange(N)[None, :] < X[:, None], rc, rw)
+    A = adv(r)
+    return np.where(X > 0, A[:, 0], 0.0), np.where(X < N, A[:, -1], 0.0)
+
+
+# ------------------------------------------------------------------ simulation
+def _metrics(u: torch.Tensor, p: torch.Tensor, p0c: torch.Tensor, nc: int, Q0: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Metrics of the policy ``p = softmax(u)``; the correct actions are ``0..nc−1``."""
+    H = torch.logsumexp(u, -1) - (p[:, None, :] @ u[:, :, None])[:, 0, 0]  # −Σ p log p = lse − Σ p u
+    pc = p[:, :nc]
+    return {"Q_pos": pc.sum(-1), "M_ret": 1 - torch.clamp(p0c - pc, min=0).sum(-1) / Q0, "entropy": H,
+            "p_anchor": p[:, 0], "frac_lost": (pc < p0c).sum(-1).to(p.dtype) / nc}
+
+
+def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.dtype = torch.float32,
+             progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run every configuration of ``cfg`` as one batched torch program.
+
+    Parameters
+    ----------
+    cfg : Config
+        Sweep settings (:func:`preset` builds the named ones).
+    device : "auto", "cpu", "cuda", ...
+        Where the tensors live (``"auto"``: CUDA when present).
+    dtype : torch.float64 or torch.float32
+        Precision of logits, optimiser state and probabilities (the CDF is always float64).
+    progress : bool
+        Show a tqdm progress bar over steps.
+
+    Returns
+    -------
+    trajectory : DataFrame
+        One row per configuration and recorded step (``step = 0`` is the initial policy, step
+        ``t`` the policy after ``t`` updates): ``config, N, gamma, seed, lr, advantage,
+        surrogate, optimizer, temperature, step, Q_pos, M_ret, entropy, p_anchor, frac_lost,
+        Q_u_pos`` (``Q_u_pos``: correct mass not drawn by the step that starts there; at the last row, by
+        the draws a further step would make) and, with ``cfg.predict``, the predicted and
+        measured one-step changes (NaN at the last row only: no step starts there).
+    final : DataFrame
+        The last row of each configuration.
+    """
+    cfg.validate()
+    dev = resolve_device(device)
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    adv = cfg.make_advantage()
+    grid = cfg.grid()
+    B, T = len(grid), cfg.temperature
+    rw, rc = cfg.reward_values
+    z0, correct_np = initial_logits(cfg)
+    z = torch.tensor(z0, dtype=dtype, device=dev).repeat(B, 1)
+    Nt = torch.tensor(grid.N.to_numpy(), dtype=dtype, device=dev)
+    gam = torch.tensor(grid.gamma.to_numpy(), dtype=dtype, device=dev)
+    lr = torch.tensor(grid.lr.to_numpy(), dtype=dtype, device=dev)[:, None]
+    seeds = torch.tensor(grid.seed.to_numpy(), dtype=torch.int64, device=dev)
+    per_n = len(cfg.gamma) * len(cfg.seeds) * len(cfg.lr)
+    groups = [(n, slice(i * per_n, (i + 1) * per_n)) for i, n in enumerate(cfg.N)]  # N is the outer axis
+    if cfg.optimizer == "adam" and len(set(cfg.lr)) == 1:
+        # torch's own Adam (fused kernel where available): one pass over z, m, v
+        opt = torch.optim.Adam([z], lr=float(cfg.lr[0]), betas=cfg.betas, eps=cfg.eps, maximize=True,
+                               fused=True if dev.type in ("cpu", "cuda") else None)
+    else:
+        opt = None
+    m = torch.zeros_like(z) if cfg.optimizer == "adam" and opt is None else None
+    v = torch.zeros_like(z) if cfg.optimizer == "adam" and opt is None else None
+    b1, b2 = cfg.betas
+
+    p = torch.softmax(z / T, -1)
+    counts_buf = torch.empty_like(p)  # buffers reused every step (no large allocation in the loop)
+    cdf_buf = torch.empty(p.shape, dtype=torch.float64, device=dev)
+    nc = cfg.n_correct  # the correct actions are 0..nc-1 (initial_logits)
+    p0c = p[:, :nc].clone()
+    Q0 = p0c.sum(-1)
+    rows: list[dict[str, np.ndarray]] = []
+
+    def record(step: int, met: dict, extra: dict) -> None:
+        rows.append({"step": np.full(B, step), **{k: t.double().cpu().numpy() for k, t in met.items()}, **extra})
+
+    pending = None  # metrics of the current state (recorded with the Q_u_pos of the next draws)
+    it = range(cfg.steps + 1)
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(it, desc="categorical", unit="step")
+    for t in it:
+        rec = t % cfg.record_every == 0 or t == cfg.steps
+        if rec:
+            pending = _metrics(z / T if T != 1 else z, p, p0c, nc, Q0)
+        # 1. exact group sampling, one batched call per group size (configurations of one N are contiguous)
+        counts = counts_buf
+        X = torch.empty(B, dtype=dtype, device=dev)
+        for n, sl in groups:
+            X[sl] = _sample(p[sl], n, seeds[sl], t, nc, counts[sl], cdf_buf[sl])[1]
+        extra: dict[str, np.ndarray] = {}
+        if rec:
+            extra["Q_u_pos"] = (p[:, :nc] * (counts[:, :nc] == 0)).sum(-1).double().cpu().numpy()
+        if t == cfg.steps:  # final state: its Q_u_pos is that of the draws a next step would make
+            record(t, pending, extra | ({} if not cfg.predict else {k: np.full(B, np.nan) for k in (
+                "dQ_pos", "dQ_pos_first_order", "dQ_pos_eq8", "dH", "dH_first_order")}))
+            break
+        if rec and cfg.predict:
+            sampled_np = counts.double().cpu().numpy()
+        # 2. advantages per outcome (registry) and focal weight
+        Xc = X.round().long().cpu().numpy()
+        AcAw = np.empty((2, B))
+        for n, sl in groups:
+            AcAw[:, sl] = outcome_advantages(adv, Xc[sl], n)
+        Ac, Aw = torch.tensor(AcAw, dtype=dtype, device=dev)
+        coef = (torch.pow(1 - X / Nt, gam) / (Nt * T))[:, None]  # focal / N, and 1/T for z = T u
+        # 3. surrogate gradient (ascent direction) in z
+        if cfg.surrogate == "trpo":
+            R = (counts > 0).to(dtype)
+            R[:, :nc] *= rc
+            R[:, nc:] *= rw
+            g = R.sub_((p * R).sum(-1, keepdim=True)).mul_(p).mul_(coef)
+        else:
+            if cfg.surrogate == "logprob":
+                g = counts  # S_i = counts_i * A(outcome of i), scaled, in place (counts no longer needed)
+                g[:, :nc] *= (Ac[:, None] * coef)
+                g[:, nc:] *= (Aw[:, None] * coef)
+                C = (X * Ac + (Nt - X) * Aw)[:, None]
+                if bool((C != 0).any()):  # C = 0 for every mean-baseline family: skip the pass
+                    g = g.addcmul_(C * coef, p, value=-1.0)
+            else:
+                g = counts
+                g[:, :nc] *= Ac[:, None]
+                g[:, nc:] *= Aw[:, None]
+                g = g.mul_(p)
+                g = g.addcmul_(g.sum(-1, keepdim=True), p, value=-1.0).mul_(coef)
+        z_before = z.clone() if rec and cfg.predict else None
+        # 4. optimiser (ascent)
+        if cfg.optimizer == "sgd":
+            z.addcmul_(lr, g)
+        elif opt is not None:
+            z.grad = g
+            opt.step()
+        else:
+            m.mul_(b1).add_(g, alpha=1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            denom = (v / (1 - b2 ** (t + 1))).sqrt_().add_(cfg.eps)
+            z.addcmul_(lr / (1 - b1 ** (t + 1)), m / denom)
+        if rec and cfg.predict:
+            zn, dzn = (z_before / T).double().cpu().numpy(), ((z - z_before) / T).double().cpu().numpy()
+            extra["dQ_pos"] = _cat.exact_subset_mass_change(zn, dzn, correct_np)
+            extra["dQ_pos_first_order"] = _cat.subset_mass_change(zn, dzn, correct_np)
+            eta_eq8 = grid.lr.to_numpy() * (coef[:, 0] * Nt).double().cpu().numpy()
+            extra["dQ_pos_eq8"] = _cat.delta_q_pos(zn, correct_np, sampled_np, eta_eq8, cfg.reward_values).total
+            extra["dH"] = _ent.exact_change(zn, dzn)
+            extra["dH_first_order"] = _ent.first_order_change(zn, dzn)
+        if rec:
+            record(t, pending, extra)
+        torch.softmax(z / T if T != 1 else z, -1, out=p)
+
+    traj = pd.concat([pd.DataFrame(r) for r in rows], ignore_index=True)
+    traj.insert(0, "config", np.tile(np.arange(B), len(rows)))
+    meta = grid.assign(advantage=cfg.advantage, surrogate=cfg.surrogate, optimizer=cfg.optimizer,
+                       temperature=cfg.temperature)
+    traj = meta.merge(traj, on="config").sort_values(["config", "step"], ignore_index=True)
+    final = traj[traj.step == cfg.steps].reset_index(drop=True)
+    return traj, final
+
+
+# ------------------------------------------------------------------ CLI
+def _write_atomic(path: str, write) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def _run_cli(args: argparse.Namespace) -> int:
+    cfg = preset(args.preset, steps=args.steps, N=args.N, gamma=args.gamma,
+                 seeds=None if args.seeds is None else tuple(range(args.seeds)),
+                 surrogate=args.surrogate, optimizer=args.optimizer, advantage=args.advantage)
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds must be a count >= 1, got {args.seeds}")
+    dev = resolve_device(args.device)
+    os.makedirs(args.out, exist_ok=True)
+    t0 = time.perf_counter()
+    traj, final = simulate(cfg, device=dev, progress=not args.quiet)
+    wall = time.perf_counter() - t0
+    try:
+        from importlib.metadata import version
+        pkg = version("rlvr-diagnostics")
+    except Exception:  # pragma: no cover - not installed
+        pkg = "unknown"
+    meta = {"preset": args.preset, "config": cfg.to_dict(), "device": str(dev), "package_version": pkg,
+            "torch": torch.__version__, "wall_s": wall}
+    _write_atomic(os.path.join(args.out, "trajectory.csv"), lambda p: traj.to_csv(p, index=False))
+    _write_atomic(os.path.join(args.out, "final.csv"), lambda p: final.to_csv(p, index=False))
+    _write_atomic(os.path.join(args.out, "config.json"),
+                  lambda p: open(p, "w").write(json.dumps(meta, indent=2, default=str)))
+    if not args.quiet:
+        print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} configurations, "
+              f"{wall:.1f} s on {dev})")
+    return 0
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``categorical`` to ``rlvr-sim`` (:mod:`simulations.cli`)."""
+    ap = subparsers.add_parser("categorical", help="softmax policy over K actions with group sampling (002 App. J)")
+    ap.add_argument("--preset", default="fgrpo-fig4", help=f"one of {', '.join(PRESETS)}")
+    ap.add_argument("--steps", type=int, help="training steps (default: the preset's)")
+    ap.add_argument("--N", type=int, nargs="+", help="group sizes")
+    ap.add_argument("--gamma", type=float, nargs="+", help="focal exponents")
+    ap.add_argument("--seeds", type=int, help="number of seeds (0..S-1)")
+    ap.add_argument("--surrogate", choices=SURROGATES)
+    ap.add_argument("--optimizer", choices=OPTIMIZERS)
+    ap.add_argument("--advantage", help="registry name (default dr_grpo)")
+    ap.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:K")
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.set_defaults(func=_run_cli)
+    return ap

@@ -1,0 +1,49 @@
+"""``rlvr-sim SIMULATOR ...`` (also ``python -m simulations``).
+
+Each simulator module that defines ``add_parser(subparsers)`` contributes one subcommand
+(``categorical``, ``linear-head``); its parser sets ``func(args) -> int``.  Errors of the
+form ``ValueError`` print ``rlvr-sim: error: ...`` and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+__all__ = ["main", "build_parser"]
+
+_MODULES = ("simulations.categorical", "simulations.linear_head")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="rlvr-sim", description="Simulators of RLVR training dynamics.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name in _MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name != name:
+                raise
+            continue
+        if hasattr(mod, "add_parser"):
+            mod.add_parser(sub)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as err:
+        print(f"rlvr-sim: error: {err}", file=sys.stderr)
+        return 2
+
+
+def main_exit() -> None:  # console-script entry point
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main_exit()

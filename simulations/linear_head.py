@@ -1,0 +1,760 @@
+"""Linear-head policy ``π(y | x) = softmax(W·h(x))`` with fixed features h, trained by
+group-relative policy gradients (over-sharpening (004) Sec. 2.4, App. G-H; FADE (000) App. 15).
+
+Two instances share one vectorised core (numpy float64, configurations on the leading axis,
+no Python loop over samples; one ``numpy.random.Generator`` per seed, so a batched run and a
+one-seed run give the same trajectory — the only Python loops are over seeds to draw their
+uniforms and over configurations to step a schedule's scalar state):
+
+* :func:`simulate_toy` — the Cat/Dog/Persian/Siamese toy of 004 Sec. 2.4: only the Persian
+  input is trained, reward 1 for Cat or Persian; ``π(Cat|Persian)``, ``π(Persian|Persian)``
+  and the held-out ``π(Siamese|Siamese)`` are logged (004 Fig. 1-2, App. G Fig. 3-4,
+  App. H Fig. 5 with IAC).
+* :func:`simulate_population` — ``M`` prompts with a solve-rate spread, one correct and
+  ``K`` failure modes each, hidden features whose perpendicular correlation differs for
+  correct and failed outcomes (FADE App. 15, Cor. 15.2).  ``ΔW = W_T − W_0`` is the
+  output-head update of FADE App. 15; its rank-1 fraction ``r1``, ``s1/s2`` and stable rank
+  come from :func:`analysis.spectra.summary`.
+
+Update rule (both instances; masses convention of :mod:`rlvr_theory.masses`)::
+
+    g = (1/B) Σ_b Σ_i A_{b,i} (e_{y_{b,i}} − π(·|h_{b,i})) ⊗ h_{b,i}   (= ∇_W of Σ A log π)
+    W ← optimizer(W, g)  (gradient *ascent*; SGD, heavy-ball momentum, or AdamW with torch semantics)
+
+``B`` prompts per step, ``G`` rollouts per prompt, ``h_{b,i}`` the hidden state at which rollout
+``i`` of prompt ``b`` emits its answer token.  ``reduction="mean"`` divides by ``G`` as well.  Advantages
+come from :mod:`rlvr_theory.advantages` (any registered name and parameters), from a schedule
+of :mod:`rlvr_theory.schedules` (``"fade"``: :class:`FADESchedule`, ``"agrae"``:
+:class:`AGRAESchedule`, one per configuration, updated every step with that configuration's
+batch mean reward and mean entropy before its advantages are computed, FADE Alg. 2), or
+``"reinforce_pp"`` (REINFORCE++ with group baseline: group-mean-centred rewards divided by
+the standard deviation of those centred rewards over the whole batch of the configuration;
+not in the registry, built here from ``dr_grpo``).
+
+Choices the papers leave open (004 gives neither the learning rate nor the initialisation):
+``W_0 = 0`` (uniform policy) for the toy, ``lr = 0.1``, reduction "sum" (so that the step
+grows with G, the mechanism of 004 Cor. 2.2).  See ``docs/simulations_linear_head.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis import spectra
+from rlvr_theory import advantages as _adv
+from rlvr_theory import schedules as _sched
+from rlvr_theory.sharpening import SIAMESE_VARIANTS, TOY_EMBEDDINGS
+
+__all__ = [
+    "TOY_LABELS",
+    "OPTIMIZERS",
+    "PRESETS",
+    "softmax",
+    "head_gradient",
+    "make_advantage",
+    "simulate_toy",
+    "population_features",
+    "population_setup",
+    "expected_gradient",
+    "simulate_population",
+    "run_preset",
+    "add_parser",
+]
+
+#: label order of the 004 toy (rows of W)
+TOY_LABELS: tuple[str, ...] = ("Cat", "Dog", "Persian", "Siamese")
+#: optimizers understood by the simulators
+OPTIMIZERS: tuple[str, ...] = ("sgd", "momentum", "adamw")
+_SCHEDULES = ("fade", "agrae")
+_EXTRA = ("reinforce_pp",)
+
+
+# ----------------------------------------------------------------------------- checks
+def _int(name: str, v: Any, lo: int, hi: int | None = None) -> int:
+    ok = isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
+    if not ok:
+        rng = f">= {lo}" + (f" and <= {hi}" if hi is not None else "")
+        raise ValueError(f"{name} must be an integer {rng}, got {v!r}")
+    return int(v)
+
+
+def _pos(name: str, v: Any, *, low: float = 0.0, high: float | None = None, low_open: bool = True) -> float:
+    ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
+    ok = ok and (v > low if low_open else v >= low) and (high is None or v <= high)
+    if not ok:
+        rng = f"{'>' if low_open else '>='} {low}" + (f" and <= {high}" if high is not None else "")
+        raise ValueError(f"{name} must be a finite number {rng}, got {v!r}")
+    return float(v)
+
+
+def _choice(name: str, v: Any, allowed: Sequence[str]) -> str:
+    if v not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {v!r}")
+    return v
+
+
+# ----------------------------------------------------------------------------- core
+def softmax(z: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, shifted by the max (no overflow)."""
+    z = z - z.max(-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(-1, keepdims=True)
+
+
+def _entropy(pi: np.ndarray) -> np.ndarray:
+    return -(pi * np.log(np.where(pi > 0, pi, 1.0))).sum(-1)
+
+
+def _sample(pi: np.ndarray, G: int, rng: np.random.Generator) -> np.ndarray:
+    """G i.i.d. labels from each row of ``pi`` [..., V] -> [..., G] (inverse CDF, vectorised)."""
+    cdf = np.cumsum(pi, -1)
+    cdf[..., -1] = 1.0
+    u = rng.random(pi.shape[:-1] + (G,))
+    idx = (u[..., :, None] > cdf[..., None, :]).sum(-1)
+    return np.minimum(idx, pi.shape[-1] - 1)
+
+
+def head_gradient(pi: np.ndarray, H: np.ndarray, y: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """Policy gradient of a linear softmax head, ``Σ_{b,i} A_{b,i} (e_{y_{b,i}} − π_b) ⊗ h_b``.
+
+    FADE (000) App. 15.1, Eq. 32 (``g_i = A_i v_i ⊗ h_i``, ``v_i = e_{y_i} − π_i``); it is the
+    gradient of ``Σ A_{b,i} log π(y_{b,i} | h_b)`` with respect to ``W`` (V × d).
+
+    Parameters
+    ----------
+    pi : ndarray, shape (C, B, V)
+        Policy at each context.
+    H : ndarray, shape (C, B, d) or (B, d)
+        Features of each context.
+    y : ndarray of int, shape (C, B, G)
+        Sampled labels.
+    A : ndarray, shape (C, B, G)
+        Advantages.
+
+    Returns
+    -------
+    ndarray, shape (C, V, d)
+    """
+    C, B, _ = y.shape
+    u = -A.sum(-1)[..., None] * pi                     # Σ_i A_i (e_{y_i} − π), per context
+    np.add.at(u, (np.arange(C)[:, None, None], np.arange(B)[None, :, None], y), A)
+    return np.einsum("cbv,cbd->cvd" if H.ndim == 3 else "cbv,bd->cvd", u, H)
+
+
+class _Optimizer:
+    """Gradient ascent on a [C, V, d] parameter: SGD, heavy-ball momentum (torch SGD with
+    momentum 0.9, dampening 0) or AdamW (torch.optim.AdamW semantics, decoupled weight decay)."""
+
+    def __init__(self, name: str, lr: float, shape: tuple[int, ...], *, momentum: float = 0.9,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01):
+        self.name, self.lr = name, lr
+        self.momentum, self.betas, self.eps, self.wd = momentum, betas, eps, weight_decay
+        self.m = np.zeros(shape)
+        self.v = np.zeros(shape)
+        self.t = 0
+
+    def step(self, W: np.ndarray, g: np.ndarray) -> np.ndarray:
+        self.t += 1
+        if self.name == "sgd":
+            return W + self.lr * g
+        if self.name == "momentum":
+            self.m = g if self.t == 1 else self.momentum * self.m + g
+            return W + self.lr * self.m
+        b1, b2 = self.betas
+        W = W * (1 - self.lr * self.wd)
+        self.m = b1 * self.m + (1 - b1) * g
+        self.v = b2 * self.v + (1 - b2) * g * g
+        mhat = self.m / (1 - b1**self.t)
+        vhat = self.v / (1 - b2**self.t)
+        return W + self.lr * mhat / (np.sqrt(vhat) + self.eps)
+
+
+class _AdvantageRule:
+    """Per-configuration advantage: registry entry, REINFORCE++ or a schedule."""
+
+    def __init__(self, name: str, params: dict[str, Any], C: int, H0: np.ndarray):
+        self.name = name
+        self.schedules: list[_sched.Schedule] | None = None
+        if name == "fade":
+            self.schedules = [_sched.FADESchedule(float(h), **params) for h in H0]
+        elif name == "agrae":
+            self.schedules = [_sched.AGRAESchedule(**params) for _ in range(C)]
+        elif name == "reinforce_pp":
+            if params:
+                raise ValueError(f"advantage_params: reinforce_pp takes no parameters, got {sorted(params)}")
+            self.adv = _adv.get("dr_grpo")
+        else:
+            self.adv = _adv.get(name, **params)  # ValueError names the allowed names
+
+    def __call__(self, r: np.ndarray, entropy: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Advantages [C, B, G] and the (alpha, delta) in force per configuration (NaN if none)."""
+        C = r.shape[0]
+        alpha = np.full(C, np.nan)
+        delta = np.full(C, np.nan)
+        if self.schedules is not None:
+            out = np.empty(r.shape)
+            for c, s in enumerate(self.schedules):     # loop over configurations: scalar state only
+                a = s.update(reward_mean=float(r[c].mean()), entropy=float(entropy[c]), step=step)
+                out[c] = a(r[c])
+                alpha[c] = a.params.get("alpha", np.nan)
+                delta[c] = a.params.get("delta", np.nan) if "delta" in a.params else np.nan
+            return out, alpha, delta
+        if self.name == "reinforce_pp":
+            A = self.adv(r)
+            sd = A.reshape(C, -1).std(-1)[:, None, None]
+            return np.divide(A, sd, out=np.zeros_like(A), where=sd > 0), alpha, delta
+        if self.adv.batch_level:
+            return np.stack([self.adv(r[c]) for c in range(C)]), alpha, delta
+        if "delta" in self.adv.params:
+            delta[:] = self.adv.params["delta"]
+        if "alpha" in self.adv.params:
+            alpha[:] = self.adv.params["alpha"]
+        return self.adv(r), alpha, delta
+
+
+def make_advantage(name: str, **params: Any):
+    """Validate an advantage choice: a registry name (:func:`rlvr_theory.advantages.get`),
+    ``"reinforce_pp"``, or a schedule ``"fade"`` / ``"agrae"`` (FADE Eq. 11, A-GRAE Eq. 11-13).
+
+    Returns the registry :class:`~rlvr_theory.advantages.Advantage` (or ``None`` for
+    ``reinforce_pp`` and schedules).  Raises ``ValueError`` naming the allowed names.
+    """
+    if name in _EXTRA or name in _SCHEDULES:
+        return None
+    if name not in _adv.names():
+        raise ValueError(f"advantage: unknown {name!r}; allowed: {', '.join(sorted(_adv.names()) + list(_EXTRA))}"
+                         f" and the schedules {', '.join(_SCHEDULES)}")
+    return _adv.get(name, **params)
+
+
+def _check_common(G: int, steps: int, lr: float, optimizer: str, reduction: str, log_every: int) -> None:
+    _int("G", G, 1)
+    _int("steps", steps, 1)
+    _pos("lr", lr)
+    _choice("optimizer", optimizer, OPTIMIZERS)
+    _choice("reduction", reduction, ("sum", "mean"))
+    _int("log_every", log_every, 1)
+
+
+# ----------------------------------------------------------------------------- instance 1
+def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] = "High",
+                 seeds: int | Sequence[int] = 1, advantage: str = "dr_grpo",
+                 advantage_params: dict[str, Any] | None = None, optimizer: str = "sgd",
+                 lr: float = 0.1, steps: int = 500, reduction: str = "sum", log_every: int = 1,
+                 progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The softmax toy of over-sharpening (004) Sec. 2.4 (Fig. 1-2), App. G (Fig. 3-4), App. H (Fig. 5).
+
+    Labels :data:`TOY_LABELS` with the 4-d embeddings of
+    :data:`rlvr_theory.sharpening.TOY_EMBEDDINGS` as the *inputs* ``h(x)``; ``W`` (4 × 4)
+    starts at 0.  Each step samples ``G`` labels for the Persian input only, reward 1 for
+    Cat or Persian, and updates ``W`` (see the module docstring).  The held-out Siamese input
+    uses the embedding of :data:`SIAMESE_VARIANTS` ``[similarity]``.  All combinations of
+    ``G × similarity × seeds`` run together as one batch.
+
+    Parameters
+    ----------
+    G : int or sequence of int >= 1
+        Group sizes.
+    similarity : "High", "Mid", "Low" or a sequence of them
+        Siamese variant (004 App. G).
+    seeds : int (count: seeds 0..n-1) or sequence of int
+        One independent run per seed (seed ``s`` → ``numpy.random.default_rng(s)``; the
+        other axes of the sweep share the sampler per seed and group size).
+    advantage, advantage_params
+        See :func:`make_advantage`; 004 uses ``reinforce`` (raw), ``dr_grpo``
+        (mean-shifted), ``grpo`` (normalised), ``rloo``, ``reinforce_pp``; IAC is ``iac``.
+    optimizer : "sgd", "momentum", "adamw"
+    lr : float > 0
+    steps : int >= 1
+        500 in 004.
+    reduction : "sum" or "mean"
+        Sum or mean over the G rollouts.
+    log_every : int >= 1
+        Trajectory rows every ``log_every`` steps (and the last step).
+
+    Returns
+    -------
+    trajectory, final : DataFrame
+        ``final.attrs["weights"]``: ``{G: W}`` with ``W`` of shape (configurations, 4, 4),
+        rows in the order of ``final`` for that ``G`` (``W_0 = 0``, so ``W = ΔW``).
+        Long form, one row per configuration (and step): ``G``, ``similarity``, ``seed``,
+        ``advantage``, ``optimizer``, ``lr``, ``p_cat``, ``p_persian``, ``p_dog``,
+        ``p_siamese_train`` (π(Siamese|Persian)), ``siamese_acc`` (π(Siamese|Siamese)),
+        ``reward_mean``, ``entropy``, ``winner_share`` (max(p_cat, p_persian)/(p_cat+p_persian)).
+    """
+    Gs = [_int("G", g, 1) for g in np.atleast_1d(G).tolist()]
+    sims = [similarity] if isinstance(similarity, str) else list(similarity)
+    for s in sims:
+        _choice("similarity", s, tuple(SIAMESE_VARIANTS))
+    seed_list = list(range(_int("seeds", seeds, 1))) if isinstance(seeds, (int, np.integer)) else \
+        [_int("seeds", s, 0) for s in seeds]
+    _check_common(max(Gs), steps, lr, optimizer, reduction, log_every)
+    params = dict(advantage_params or {})
+    make_advantage(advantage, **params)
+
+    x_train = np.asarray(TOY_EMBEDDINGS["Persian"])
+    correct = np.array([1.0, 0.0, 1.0, 0.0])          # Cat, Dog, Persian, Siamese
+    # one group of runs per group size (G varies the sampled shape); the rest batched
+    frames_t, weights = [], {}
+    for g in Gs:
+        combos = [(sim, sd) for sd in seed_list for sim in sims]
+        C = len(combos)
+        x_eval = np.array([SIAMESE_VARIANTS[s] for s, _ in combos])       # [C, d]
+        rngs = {sd: np.random.default_rng(sd) for sd in seed_list}
+        W = np.zeros((C, 4, 4))
+        opt = _Optimizer(optimizer, lr, W.shape)
+        H = np.broadcast_to(x_train, (C, 1, 4))
+        pi0 = softmax(np.einsum("cvd,cbd->cbv", W, H))
+        rule = _AdvantageRule(advantage, params, C, _entropy(pi0)[:, 0])
+        rows = []
+        it = range(steps + 1)
+        if progress:
+            from tqdm.auto import tqdm
+            it = tqdm(it, desc=f"linear-head toy G={g}", leave=False)
+        for t in it:
+            pi = softmax(np.einsum("cvd,cbd->cbv", W, H))               # [C, 1, 4]
+            ent = _entropy(pi)[:, 0]
+            if t % log_every == 0 or t == steps:
+                pe = softmax(np.einsum("cvd,cd->cv", W, x_eval))
+                rows.append(dict(step=t, p_cat=pi[:, 0, 0], p_dog=pi[:, 0, 1], p_persian=pi[:, 0, 2],
+                                 p_siamese_train=pi[:, 0, 3], siamese_acc=pe[:, 3], entropy=ent,
+                                 reward_mean=np.full(C, np.nan)))
+            if t == steps:
+                break
+            # one sampler per seed: configurations of the same seed see the same uniforms
+            draws = {sd: rngs[sd].random((1, g)) for sd in seed_list}
+            u = np.stack([draws[sd] for _, sd in combos])                 # [C, 1, G]
+            cdf = np.cumsum(pi, -1)
+            y = np.minimum((u[..., None] > cdf[..., None, :]).sum(-1), 3)
+            r = correct[y]
+            A, _, _ = rule(r, ent, t)
+            grad = head_gradient(pi, H, y, A)
+            if reduction == "mean":
+                grad = grad / g
+            W = opt.step(W, grad)
+            if t % log_every == 0:
+                rows[-1]["reward_mean"] = r.mean((1, 2))
+        traj = []
+        for row in rows:
+            d = {k: v for k, v in row.items() if k != "step"}
+            df = pd.DataFrame(d)
+            df.insert(0, "step", row["step"])
+            df.insert(1, "G", g)
+            df.insert(2, "similarity", [s for s, _ in combos])
+            df.insert(3, "seed", [sd for _, sd in combos])
+            traj.append(df)
+        tr = pd.concat(traj, ignore_index=True)
+        frames_t.append(tr)
+        weights[g] = W
+    tr = pd.concat(frames_t, ignore_index=True)
+    tr["advantage"], tr["optimizer"], tr["lr"] = advantage, optimizer, lr
+    tr["winner_share"] = np.maximum(tr.p_cat, tr.p_persian) / (tr.p_cat + tr.p_persian)
+    final = tr[tr.step == steps].drop(columns=["reward_mean"], errors="ignore").reset_index(drop=True)
+    final.attrs["weights"] = weights
+    return tr, final
+
+
+# ----------------------------------------------------------------------------- instance 2
+def population_features(M: int, K: int, *, rho_success: float = 0.8, rho_failure: float = 0.8,
+                        shared: float = 1.0, n_noise: int = 16, seed: int = 0
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed hidden features of the prompt population (FADE (000) App. 15.1-15.2, Cor. 15.2 geometry).
+
+    An orthonormal basis (QR of a Gaussian matrix, ``seed``) of ``R^d``, ``d = 2 + K +
+    n_noise``, holds the shared direction ``u_1``, a success direction ``s``, ``K`` mutually
+    orthogonal failure-mode directions ``μ_k``; the last ``n_noise`` directions carry unit
+    noise vectors ``ζ`` (one per prompt and path).  Each rollout of prompt ``m`` follows a
+    *reasoning path* ``z``: the good path ``z = 0`` or one of the ``K`` failure modes, and the
+    answer token is read at the hidden state
+
+        h_{m,0} = a·u_1 + √ρ_S·s   + √(1−ρ_S)·ζ_{m,0}      (good path)
+        h_{m,k} = a·u_1 + √ρ_F·μ_k + √(1−ρ_F)·ζ_{m,k}      (failure mode k = 1..K)
+
+    (``a`` = ``shared``).  The perpendicular parts of two good-path states have cosine
+    ``≈ ρ_S``; two failure states share a mode with probability ``1/K``, so their mean
+    cosine is ``≈ ρ_F/K``: ``K`` and ``ρ_F`` control how decorrelated failures are (FADE
+    Table 10 measures correct rollouts 3-4× more correlated than failed ones).
+
+    Returns
+    -------
+    H : ndarray (M, K+1, d)
+        Hidden state of each (prompt, path).
+    dirs : ndarray (K+1, d)
+        ``s`` and the ``μ_k``.
+    zeta : ndarray (M, K+1, d)
+        The noise vectors ``ζ_{m,z}``.
+    """
+    M, K = _int("M", M, 1), _int("K", K, 1)
+    a = _pos("shared", shared, low=0, low_open=False)
+    rs = _pos("rho_success", rho_success, low=0, high=1, low_open=False)
+    rf = _pos("rho_failure", rho_failure, low=0, high=1, low_open=False)
+    n_noise = _int("n_noise", n_noise, 1)
+    rng = np.random.default_rng(_int("seed", seed, 0))
+    d = 2 + K + n_noise
+    Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    B = Q.T                                            # rows: orthonormal directions
+    u1, dirs, noise = B[0], B[1:2 + K], B[2 + K:]
+    z = rng.standard_normal((M, K + 1, n_noise)) @ noise
+    z /= np.linalg.norm(z, axis=-1, keepdims=True)
+    rho = np.array([rs] + [rf] * K)[:, None]
+    H = a * u1 + np.sqrt(rho) * dirs + np.sqrt(1 - rho) * z
+    return H, dirs, z
+
+
+def population_setup(M: int, K: int, *, tokens_per_mode: int = 4, correct: str = "per_prompt",
+                     solve_rates: tuple[float, float] = (0.1, 0.9), rho_success: float = 0.8,
+                     rho_failure: float = 0.8, shared: float = 0.5, init_scale: float = 5.0,
+                     feature_seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Contexts, path probabilities, correct answers and initial head of :func:`simulate_population`.
+
+    Returns
+    -------
+    H : ndarray (M, K+1, d)
+        Hidden state of each (prompt, path) (:func:`population_features`).
+    path_p : ndarray (M, K+1)
+        Path probabilities: ``g_m`` for the good path, ``(1−g_m)/K`` per failure mode.
+    correct_idx : ndarray of int (M,)
+        ``c_m``.
+    W0 : ndarray (V, d)
+        Initial head, ``V = (M or 1) + K·tokens_per_mode``.
+    """
+    M, K = _int("M", M, 1), _int("K", K, 1)
+    tpm = _int("tokens_per_mode", tokens_per_mode, 1)
+    c0 = _pos("init_scale", init_scale, low=0, low_open=False)
+    _choice("correct", correct, ("per_prompt", "shared"))
+    if correct == "per_prompt" and not (isinstance(rho_success, (int, float)) and rho_success < 1):
+        raise ValueError(f"rho_success must be < 1 with correct='per_prompt' (the prompt is told apart by "
+                         f"its √(1−ρ_S)·ζ part), got {rho_success!r}")
+    try:
+        lo, hi = (float(v) for v in solve_rates)
+    except (TypeError, ValueError):
+        raise ValueError(f"solve_rates must be a pair (lo, hi) with 0 < lo <= hi < 1, got {solve_rates!r}") from None
+    if not 0 < lo <= hi < 1:
+        raise ValueError(f"solve_rates must be a pair (lo, hi) with 0 < lo <= hi < 1, got {solve_rates!r}")
+    H, dirs, zeta = population_features(M, K, rho_success=rho_success, rho_failure=rho_failure,
+                                        shared=shared, seed=feature_seed)
+    n_c = M if correct == "per_prompt" else 1
+    cm = np.arange(M) if correct == "per_prompt" else np.zeros(M, dtype=int)
+    gm = np.linspace(lo, hi, M)
+    path_p = np.concatenate([gm[:, None], np.repeat(((1 - gm) / K)[:, None], K, 1)], 1)
+    n_wrong = K * tpm
+    W0 = np.zeros((n_c + n_wrong, H.shape[-1]))
+    if correct == "per_prompt":
+        W0[:n_c] = c0 * zeta[:, 0] / np.sqrt(1 - rho_success)       # logit c0 on the good path
+    else:
+        W0[0] = c0 * dirs[0]
+    W0[n_c:] = c0 * dirs[1 + np.arange(n_wrong) // tpm]
+    return H, path_p, cm, W0
+
+
+def expected_gradient(W: np.ndarray, H: np.ndarray, path_p: np.ndarray, correct: np.ndarray,
+                      advantage: Any, G: int) -> np.ndarray:
+    """Exact expectation of one step's head gradient (reduction "sum", divided by the prompt count).
+
+    ``E[g] = (1/M) Σ_m Σ_z P(z|m) Σ_y π(y|h_{m,z}) · G·E[A_i | r_i = r(y)] · (e_y − π(·|h_{m,z})) ⊗ h_{m,z}``
+
+    where the prompt's group has ``X ~ Binom(G, p_m)`` successes, ``p_m = Σ_z P(z|m) π(correct|h_{m,z})``,
+    and ``E[A_i | r_i]`` sums the registry advantage of a group with ``X' + r_i`` successes
+    over ``X' ~ Binom(G−1, p_m)`` (the other rollouts).  An independent check of the sampled
+    simulator (no sampling, enumeration over ``X'``).  FADE (000) Eq. 2-3 / App. 15.1 ``E[g_i]``.
+
+    Parameters
+    ----------
+    W : ndarray (V, d)
+    H : ndarray (M, Z, d)
+        Contexts (the toy: ``Z = 1``).
+    path_p : ndarray (M, Z)
+        Context probabilities per prompt (rows sum to 1).
+    correct : ndarray of bool (M, V) or of int (M,)
+        Correct answers: a mask, or one index per prompt.
+    advantage : registry :class:`~rlvr_theory.advantages.Advantage` (group-level) or name
+    G : int >= 1
+
+    Returns
+    -------
+    ndarray (V, d)
+    """
+    from scipy.stats import binom
+
+    adv = _adv.get(advantage) if isinstance(advantage, str) else advantage
+    if adv.batch_level:
+        raise ValueError("advantage must be group-level (batch-level advantages have no per-group expectation)")
+    G = _int("G", G, adv.min_group_size())
+    W, H, path_p = np.asarray(W, float), np.asarray(H, float), np.asarray(path_p, float)
+    M, V = H.shape[0], W.shape[0]
+    corr = np.asarray(correct)
+    mask = corr.astype(bool) if corr.ndim == 2 else (np.arange(V)[None, :] == corr[:, None])
+    pi = softmax(np.einsum("vd,mzd->mzv", W, H))                        # (M, Z, V)
+    p = ((pi * mask[:, None, :]).sum(-1) * path_p).sum(-1)             # (M,)
+    X = np.arange(G + 1)
+    groups = (np.arange(G)[None, :] < X[:, None]).astype(float)         # X successes first
+    A = adv(groups)                                                     # (G+1, G)
+    a_succ = A[X, 0]                                                    # a success in a group with X successes
+    a_fail = A[X, G - 1]                                                # a failure in a group with X successes
+    xs = np.arange(G)                                                   # X' = successes among the others
+    w = binom.pmf(xs[None, :], G - 1, p[:, None])                       # (M, G)
+    eA_s = (w * a_succ[xs + 1]).sum(-1)
+    eA_f = (w * a_fail[xs]).sum(-1)
+    eA = np.where(mask, eA_s[:, None], eA_f[:, None])                   # (M, V)
+    u = path_p[..., None] * pi * eA[:, None, :]
+    u = u - u.sum(-1, keepdims=True) * pi
+    return G * np.einsum("mzv,mzd->vd", u, H) / M
+
+
+def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_mode: int = 4, G: int = 8,
+                        seeds: int | Sequence[int] = 4, advantage: str = "asym_grpo",
+                        advantage_params: dict[str, Any] | None = None, correct: str = "per_prompt",
+                        solve_rates: tuple[float, float] = (0.1, 0.9), rho_success: float = 0.8,
+                        rho_failure: float = 0.8, shared: float = 0.5, init_scale: float = 5.0,
+                        feature_seed: int = 0, optimizer: str = "sgd", lr: float = 0.05, steps: int = 100,
+                        reduction: str = "sum", log_every: int = 10,
+                        progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Population of ``M`` prompts with ``K`` failure modes: the rank-1 funnel (FADE (000) App. 15, Fig. 8).
+
+    Each rollout of prompt ``m`` first follows a reasoning path (fixed, not learned): the good
+    path with probability ``g_m`` (evenly spaced over ``solve_rates``), else one of the ``K``
+    failure modes uniformly.  The head ``W`` (V × d) then emits the answer token
+    ``y ~ softmax(W h_{m,z})`` at the path's hidden state (:func:`population_features`);
+    reward 1 iff ``y = c_m``.  Vocabulary: the correct answers, then ``K·tokens_per_mode``
+    wrong answers, wrong answer ``j`` (counted from 0) in mode ``k(j) = ⌊j/tokens_per_mode⌋``:
+    every mode has the same number of tokens, so ``‖E[A v | k]‖`` does not depend on ``K``
+    (the hypothesis of Cor. 15.2; with a fixed number of wrong tokens shared out among the
+    modes it would, and the K-trend of ``r1`` is then not monotone).
+
+    * ``correct="per_prompt"``: ``c_m = m`` (``V = M + K·tokens_per_mode``), initial head
+      ``W_0 = c·(Σ_m e_{c_m} ⊗ ζ_{m,0}/√(1−ρ_S) + Σ_j e_j ⊗ μ_{k(j)})`` (needs ``ρ_S < 1``);
+    * ``correct="shared"``: ``c_m = 0`` for all prompts (``V = 1 + K·tokens_per_mode``, like FADE's
+      "code" tokens), ``W_0 = c·(e_0 ⊗ s + Σ_j e_j ⊗ μ_{k(j)})``;
+
+    (``c`` = ``init_scale``): the good path favours the correct answer, failure mode ``k``
+    its own block of wrong answers, so the failure signals ``E[A v | k]`` differ across
+    modes (Cor. 15.2).  Every step all ``M`` prompts get ``G`` rollouts.  Every
+    ``log_every`` steps the SVD metrics of ``ΔW = W_t − W_0`` come from
+    :func:`analysis.spectra.summary` (``r1`` = FADE Eq. 33's ``σ1²/‖ΔW‖_F²``).
+
+    Parameters
+    ----------
+    M, G : int >= 1
+        Prompts per step and rollouts per prompt.
+    K : int >= 1 or sequence
+        Failure modes; each value is one block of the sweep.
+    tokens_per_mode : int >= 1
+        Wrong-answer tokens per failure mode.
+    seeds : int (count) or sequence of int
+        Training seeds, batched (``numpy.random.default_rng(seed)``, one per configuration).
+    advantage, advantage_params
+        :func:`make_advantage`; ``asym_grpo`` with ``delta`` for Prop. 15.1, ``fade`` for the
+        FADE controller (``advantage_params`` go to :class:`~rlvr_theory.schedules.FADESchedule`,
+        whose ``H0`` is the initial mean answer entropy).
+    correct : "per_prompt" or "shared"
+    solve_rates : (lo, hi) with 0 < lo <= hi < 1
+        Range of the good-path probabilities ``g_m``.
+    rho_success, rho_failure : float in [0, 1]
+    shared : float >= 0
+        Weight ``a`` of the shared direction ``u_1``.
+    init_scale : float >= 0
+    feature_seed : int >= 0
+        Seed of the fixed features.
+    optimizer, lr, steps, reduction, log_every : see :func:`simulate_toy`.
+
+    Returns
+    -------
+    trajectory, final : DataFrame
+        Columns ``step``, ``K``, ``seed``, ``reward_mean`` (that step's batch), ``solve_rate``
+        (exact mean success probability), ``entropy`` (mean answer entropy over prompts and
+        paths, path-weighted), ``alpha``, ``delta`` (in force at that step; NaN if none),
+        ``r1``, ``s1_s2``, ``stable_rank``, ``dW_norm`` (NaN at step 0), plus the settings.
+        ``final.attrs["weights"]``: ``{K: (W0, W)}``, ``W`` of shape (seeds, V, d).
+    """
+    M = _int("M", M, 1)
+    Ks = [_int("K", k, 1) for k in np.atleast_1d(K).tolist()]
+    seed_list = list(range(_int("seeds", seeds, 1))) if isinstance(seeds, (int, np.integer)) else \
+        [_int("seeds", s, 0) for s in seeds]
+    _check_common(G, steps, lr, optimizer, reduction, log_every)
+    params = dict(advantage_params or {})
+    make_advantage(advantage, **params)
+    C = len(seed_list)
+    out, weights = [], {}
+    for k in Ks:
+        H, path_p, cm, W0 = population_setup(M, k, tokens_per_mode=tokens_per_mode, correct=correct,
+                                             solve_rates=solve_rates, rho_success=rho_success,
+                                             rho_failure=rho_failure, shared=shared, init_scale=init_scale,
+                                             feature_seed=feature_seed)
+        V = W0.shape[0]
+        W = np.broadcast_to(W0, (C,) + W0.shape).copy()
+        opt = _Optimizer(optimizer, lr, W.shape)
+        rngs = [np.random.default_rng(s) for s in seed_list]
+
+        def policy(W):
+            pi = softmax(np.einsum("cvd,mzd->cmzv", W, H))                      # [C, M, K+1, V]
+            pc = np.take_along_axis(pi, np.broadcast_to(cm[None, :, None, None], pi.shape[:3] + (1,)), -1)[..., 0]
+            return pi, (pc * path_p).sum(-1).mean(-1), (_entropy(pi) * path_p).sum(-1).mean(-1)
+
+        _, _, ent0 = policy(W)
+        rule = _AdvantageRule(advantage, params, C, ent0)
+        it = range(steps + 1)
+        if progress:
+            from tqdm.auto import tqdm
+            it = tqdm(it, desc=f"linear-head population K={k}", leave=False)
+        rows = []
+        ci, mi, gi = np.arange(C)[:, None, None], np.arange(M)[None, :, None], np.arange(G)[None, None, :]
+        for t in it:
+            pi, solve, ent = policy(W)
+            logged = t % log_every == 0 or t == steps
+            if logged:
+                row = dict(step=t, seed=seed_list, solve_rate=solve, entropy=ent, reward_mean=np.full(C, np.nan),
+                           alpha=np.full(C, np.nan), delta=np.full(C, np.nan))
+                specs = [spectra.summary(W[c] - W0, deltas=()) if t > 0 else None for c in range(C)]
+                for key in ("rank1_fraction", "s1_s2", "stable_rank", "fro_norm"):
+                    row[key] = [np.nan if sp_ is None else sp_[key] for sp_ in specs]
+                rows.append(row)
+            if t == steps:
+                break
+            z = np.stack([_sample(path_p, G, rng) for rng in rngs])              # [C, M, G] paths
+            pz = pi[ci, mi, z]                                                   # [C, M, G, V]
+            u = np.stack([rng.random((M, G)) for rng in rngs])
+            y = np.minimum((u[..., None] > np.cumsum(pz, -1)).sum(-1), V - 1)    # [C, M, G]
+            r = (y == cm[:, None]).astype(float)
+            A, alpha, delta = rule(r, ent, t)
+            w = -A[..., None] * pz
+            np.add.at(w, (ci, mi, gi, y), A)
+            grad = np.einsum("cmgv,cmgd->cvd", w, H[np.arange(M)[None, :, None], z])
+            grad /= M * (G if reduction == "mean" else 1)
+            W = opt.step(W, grad)
+            if logged:
+                rows[-1]["reward_mean"], rows[-1]["alpha"], rows[-1]["delta"] = r.mean((1, 2)), alpha, delta
+        df = pd.concat([pd.DataFrame(r_) for r_ in rows], ignore_index=True)
+        df.insert(1, "K", k)
+        out.append(df)
+        weights[k] = (W0, W)
+    tr = pd.concat(out, ignore_index=True).rename(columns={"rank1_fraction": "r1", "fro_norm": "dW_norm"})
+    tr["advantage"] = advantage
+    tr["advantage_params"] = json.dumps(params, sort_keys=True)
+    tr["correct"] = correct
+    tr["M"], tr["G"], tr["tokens_per_mode"], tr["optimizer"], tr["lr"] = M, G, tokens_per_mode, optimizer, lr
+    tr["rho_success"], tr["rho_failure"], tr["shared"] = rho_success, rho_failure, shared
+    final = tr[tr.step == steps].reset_index(drop=True)
+    final.attrs["weights"] = weights
+    return tr, final
+
+
+# ----------------------------------------------------------------------------- presets & CLI
+#: named settings: (instance, keyword arguments of the simulator)
+PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "oversharpening-fig1": ("toy", dict(G=[4, 16, 64], similarity="High", seeds=8, advantage="dr_grpo")),
+    "oversharpening-fig2": ("toy", dict(G=[4, 16, 64], similarity=["High", "Mid", "Low"], seeds=8,
+                                        advantage="grpo")),
+    "oversharpening-iac": ("toy", dict(G=[4, 16], similarity="High", seeds=8, advantage="iac")),
+    "toy-small": ("toy", dict(G=[4, 16], similarity=["High", "Low"], seeds=2, steps=100)),
+    "fade-rank1": ("population", dict(K=[2, 4, 8, 16], seeds=4, advantage="asym_grpo",
+                                      advantage_params={"delta": 0.5})),
+    "fade-fig8": ("population", dict(K=4, seeds=4, advantage="fade", correct="shared", init_scale=1.0,
+                                     lr=0.1, steps=300, log_every=5)),
+    "population-small": ("population", dict(M=8, K=[2, 4], seeds=2, steps=50, log_every=10)),
+}
+
+
+def run_preset(name: str, **overrides: Any) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """Run the preset ``name`` of :data:`PRESETS` with some arguments replaced (``None`` = keep).
+
+    Returns ``(trajectory, final, config)``; ``config`` holds every setting used.
+    """
+    if name not in PRESETS:
+        raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {name!r}")
+    instance, kw = PRESETS[name]
+    kw = {**kw, **{k: v for k, v in overrides.items() if v is not None}}
+    fn = simulate_toy if instance == "toy" else simulate_population
+    tr, final = fn(**kw)
+    defaults = {k: p.default for k, p in inspect.signature(fn).parameters.items()}
+    return tr, final, {"preset": name, "instance": instance, **defaults, **kw}
+
+
+def _write_atomic(out: Path, files: dict[str, str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for fname, text in files.items():
+        fd, tmp = tempfile.mkstemp(prefix=f".{fname}.", dir=out)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, out / fname)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+
+def _cli(args: argparse.Namespace) -> int:
+    params = None
+    if args.advantage_params is not None:
+        try:
+            params = json.loads(args.advantage_params)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"advantage-params must be a JSON object, got {args.advantage_params!r} ({err})") from None
+        if not isinstance(params, dict):
+            raise ValueError(f"advantage-params must be a JSON object, got {args.advantage_params!r}")
+    if args.preset not in PRESETS:
+        raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {args.preset!r}")
+    instance = PRESETS[args.preset][0]
+    over: dict[str, Any] = dict(steps=args.steps, G=args.G, seeds=args.seeds, advantage=args.advantage,
+                                advantage_params=params, optimizer=args.optimizer, lr=args.lr,
+                                progress=not args.quiet)
+    if instance == "toy":
+        for flag in ("K", "delta"):
+            if getattr(args, flag) is not None:
+                raise ValueError(f"{flag} applies to the population presets only")
+        over["similarity"] = args.similarity
+    else:
+        if args.similarity is not None:
+            raise ValueError("similarity applies to the toy presets only")
+        over["K"] = args.K
+        if args.delta is not None:
+            over["advantage_params"] = {**(params or {}), "delta": args.delta}
+        if args.G is not None:
+            if len(args.G) != 1:
+                raise ValueError("G must be a single value for the population presets")
+            over["G"] = args.G[0]
+    tr, final, config = run_preset(args.preset, **over)
+    config.pop("progress", None)
+    try:
+        from importlib.metadata import version
+        config["version"] = version("rlvr-diagnostics")
+    except Exception:  # pragma: no cover - not installed
+        config["version"] = "unknown"
+    config["device"] = "cpu"
+    _write_atomic(Path(args.out), {"trajectory.csv": tr.to_csv(index=False), "final.csv": final.to_csv(index=False),
+                                   "config.json": json.dumps(config, indent=2, default=str)})
+    if not args.quiet:
+        print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} configurations)")
+    return 0
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``rlvr-sim linear-head --preset NAME [...] --out DIR`` to an argparse subparsers object."""
+    ap = subparsers.add_parser("linear-head", help="linear softmax head (004 toy, FADE rank-1 funnel)",
+                               description="Linear-head policy softmax(W h(x)) with fixed features.")
+    ap.add_argument("--preset", required=True, help=f"one of: {', '.join(PRESETS)}")
+    ap.add_argument("--steps", type=int)
+    ap.add_argument("--G", type=int, nargs="+", help="group sizes (toy: a list; population: one value)")
+    ap.add_argument("--seeds", type=int, help="number of seeds")
+    ap.add_argument("--similarity", nargs="+", help="High, Mid, Low (toy only)")
+    ap.add_argument("--K", type=int, nargs="+", help="failure modes (population only)")
+    ap.add_argument("--delta", type=float, help="shortcut for advantage-params delta (population)")
+    ap.add_argument("--advantage", help="registry name, reinforce_pp, fade or agrae")
+    ap.add_argument("--advantage-params", help='JSON object, e.g. \'{"alpha": 1.0}\'')
+    ap.add_argument("--optimizer", choices=OPTIMIZERS)
+    ap.add_argument("--lr", type=float)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.set_defaults(func=_cli)
+    return ap
