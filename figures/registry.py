@@ -5,12 +5,13 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+
+from analysis.io import atomic_write
 
 __all__ = ["Claim", "FigureSpec", "register", "get", "names", "make"]
 
@@ -92,19 +93,6 @@ def get(name: str) -> FigureSpec:
         raise ValueError(f"NAME: unknown figure {name!r}; allowed: {', '.join(sorted(_REGISTRY))}") from None
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    """Write through a temporary file in the same folder, then rename: no half-written file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False) -> tuple[list[Path], list[Claim]]:
     """Regenerate figure ``name`` into ``out_dir``: ``NAME.png``, ``NAME.csv`` (the plotted
     numbers), ``NAME.claims.csv`` (paper vs ours), ``NAME.md`` for tables, ``NAME.pdf`` if asked.
@@ -126,7 +114,7 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False) -> tuple[l
 
     def emit(suffix: str, write: Callable[[str], None]) -> None:
         path = out / f"{name}{suffix}"
-        _atomic_write(path, write)
+        atomic_write(path, write)
         written.append(path)
 
     emit(".csv", lambda p: df.to_csv(p, index=False, float_format="%.17g"))

@@ -49,7 +49,6 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +57,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from analysis.io import atomic_write
 from rlvr_theory import advantages as _adv
 from rlvr_theory import categorical as _cat
 from rlvr_theory import entropy as _ent
@@ -431,19 +431,6 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
 
 
 # ------------------------------------------------------------------ CLI
-def _write_atomic(path: str, write) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def _run_cli(args: argparse.Namespace) -> int:
     cfg = preset(args.preset, steps=args.steps, N=args.N, gamma=args.gamma,
                  seeds=None if args.seeds is None else tuple(range(args.seeds)),
@@ -462,9 +449,9 @@ def _run_cli(args: argparse.Namespace) -> int:
         pkg = "unknown"
     meta = {"preset": args.preset, "config": cfg.to_dict(), "device": str(dev), "package_version": pkg,
             "torch": torch.__version__, "wall_s": wall}
-    _write_atomic(os.path.join(args.out, "trajectory.csv"), lambda p: traj.to_csv(p, index=False))
-    _write_atomic(os.path.join(args.out, "final.csv"), lambda p: final.to_csv(p, index=False))
-    _write_atomic(os.path.join(args.out, "config.json"),
+    atomic_write(os.path.join(args.out, "trajectory.csv"), lambda p: traj.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "final.csv"), lambda p: final.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "config.json"),
                   lambda p: open(p, "w").write(json.dumps(meta, indent=2, default=str)))
     if not args.quiet:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} configurations, "

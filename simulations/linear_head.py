@@ -42,8 +42,6 @@ import argparse
 import inspect
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -51,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import spectra
+from analysis.io import atomic_write_text
 from rlvr_theory import advantages as _adv
 from rlvr_theory import schedules as _sched
 from rlvr_theory.sharpening import SIAMESE_VARIANTS, TOY_EMBEDDINGS
@@ -682,16 +681,7 @@ def run_preset(name: str, **overrides: Any) -> tuple[pd.DataFrame, pd.DataFrame,
 def _write_atomic(out: Path, files: dict[str, str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for fname, text in files.items():
-        fd, tmp = tempfile.mkstemp(prefix=f".{fname}.", dir=out)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, out / fname)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write_text(out / fname, text)
 
 
 def _cli(args: argparse.Namespace) -> int:

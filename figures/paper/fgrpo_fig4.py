@@ -64,7 +64,7 @@ def claims(df: pd.DataFrame) -> list[Claim]:
         Claim("initial total correct mass Q_pos", "002 App. J", 0.63, float(s0.Q_pos), 0.005),
         Claim("initial anchor probability", "002 App. J", 4.7e-4, float(s0.p_anchor), 5e-6),
         Claim(f"N = {big}: M_ret stays ~1 (gamma = 0)", "002 Sec. 5.1, App. J", 1.0, float(f.loc[(big, 0.0), "M_ret"]), 0.02),
-        Claim(f"Q_pos increases for every N (1 = all final Q_pos > initial)", "002 Fig. 4a", 1.0,
+        Claim("Q_pos increases for every N (1 = all final Q_pos > initial)", "002 Fig. 4a", 1.0,
               float(np.all(f.Q_pos.to_numpy() > s0.Q_pos)), 0.0),
         Claim(f"N = {mid} (concentration zone): M_ret collapses below 0.5 (1 = yes)", "002 Fig. 4b-c", 1.0,
               float(f.loc[(mid, 0.0), "M_ret"] < 0.5), 0.0),
