@@ -77,7 +77,9 @@ class Config:
     Defaults reproduce F-GRPO (002) App. J: ``K = 128,000`` actions, ``n_correct = 10,000``,
     logits ``5.0`` (one anchor correct action), ``3.0`` (other correct), ``0.0`` (incorrect),
     ``lr = 1e-2``, ``1,000`` steps, rewards ``(R_w, R_c) = (−1, +1)``.  ``N``, ``gamma``,
-    ``seeds`` and ``lr`` are lists; the sweep is their Cartesian product.
+    ``seeds`` and ``lr`` are lists; the sweep is their Cartesian product.  ``logits`` (``K``
+    numbers, the correct actions first) replaces the App. J initialisation, for the few-action
+    toys; ``record_probs`` (``K <= 64``) records every action's probability ``p_i``.
     """
 
     K: int = 128_000
@@ -100,6 +102,8 @@ class Config:
     temperature: float = 1.0
     record_every: int = 10
     predict: bool = False
+    logits: tuple[float, ...] | None = None
+    record_probs: bool = False
 
     def validate(self) -> "Config":
         """Raise ``ValueError`` naming the first bad field and its allowed range."""
@@ -110,6 +114,11 @@ class Config:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+        if self.logits is not None:
+            if len(self.logits) != self.K or not all(math.isfinite(float(x)) for x in self.logits):
+                raise ValueError(f"logits must be None or K = {self.K} finite numbers, got {self.logits!r}")
+        if self.record_probs and self.K > 64:
+            raise ValueError(f"record_probs needs K <= 64 (one column per action), got K = {self.K}")
         if self.n_correct >= self.K:
             raise ValueError(f"n_correct must be in [1, K - 1] = [1, {self.K - 1}], got {self.n_correct}")
         ints("N", self.N, 1)
@@ -188,10 +197,15 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 
 
 def initial_logits(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
-    """Initial logits ``[K]`` and correct mask ``[K]`` of 002 App. J: action 0 is the anchor,
-    actions ``0..n_correct−1`` are correct."""
+    """Initial logits ``[K]`` and correct mask ``[K]``: actions ``0..n_correct−1`` are correct.
+
+    ``cfg.logits`` when given (few-action toys), else 002 App. J: action 0 is the anchor
+    (``z_anchor``), the other correct actions ``z_correct``, the incorrect ones ``z_incorrect``.
+    """
     correct = np.zeros(cfg.K, dtype=bool)
     correct[: cfg.n_correct] = True
+    if cfg.logits is not None:
+        return np.asarray(cfg.logits, dtype=float).copy(), correct
     z = np.where(correct, cfg.z_correct, cfg.z_incorrect).astype(float)
     z[0] = cfg.z_anchor
     return z, correct
@@ -275,12 +289,17 @@ def outcome_advantages(adv: _adv.Advantage, X: np.ndarray, N: int) -> tuple[np.n
 
 
 # ------------------------------------------------------------------ simulation
-def _metrics(u: torch.Tensor, p: torch.Tensor, p0c: torch.Tensor, nc: int, Q0: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Metrics of the policy ``p = softmax(u)``; the correct actions are ``0..nc−1``."""
+def _metrics(u: torch.Tensor, p: torch.Tensor, p0c: torch.Tensor, nc: int, Q0: torch.Tensor,
+             probs: bool = False) -> dict[str, torch.Tensor]:
+    """Metrics of the policy ``p = softmax(u)``; the correct actions are ``0..nc−1``; with ``probs``
+    also ``p_i`` for every action."""
     H = torch.logsumexp(u, -1) - (p[:, None, :] @ u[:, :, None])[:, 0, 0]  # −Σ p log p = lse − Σ p u
     pc = p[:, :nc]
-    return {"Q_pos": pc.sum(-1), "M_ret": 1 - torch.clamp(p0c - pc, min=0).sum(-1) / Q0, "entropy": H,
-            "p_anchor": p[:, 0], "frac_lost": (pc < p0c).sum(-1).to(p.dtype) / nc}
+    out = {"Q_pos": pc.sum(-1), "M_ret": 1 - torch.clamp(p0c - pc, min=0).sum(-1) / Q0, "entropy": H,
+           "p_anchor": p[:, 0], "frac_lost": (pc < p0c).sum(-1).to(p.dtype) / nc}
+    if probs:
+        out |= {f"p_{i}": p[:, i] for i in range(p.shape[-1])}
+    return out
 
 
 def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.dtype = torch.float32,
@@ -304,7 +323,7 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
         One row per configuration and recorded step (``step = 0`` is the initial policy, step
         ``t`` the policy after ``t`` updates): ``config, N, gamma, seed, lr, advantage,
         surrogate, optimizer, temperature, step, Q_pos, M_ret, entropy, p_anchor, frac_lost,
-        Q_u_pos`` (``Q_u_pos``: correct mass not drawn by the step that starts there; at the last row, by
+        Q_u_pos``, with ``cfg.record_probs`` also ``p_0 … p_{K−1}`` (``Q_u_pos``: correct mass not drawn by the step that starts there; at the last row, by
         the draws a further step would make) and, with ``cfg.predict``, the predicted and
         measured one-step changes (NaN at the last row only: no step starts there).
     final : DataFrame
@@ -355,7 +374,7 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
     for t in it:
         rec = t % cfg.record_every == 0 or t == cfg.steps
         if rec:
-            pending = _metrics(z / T if T != 1 else z, p, p0c, nc, Q0)
+            pending = _metrics(z / T if T != 1 else z, p, p0c, nc, Q0, cfg.record_probs)
         # 1. exact group sampling, one batched call per group size (configurations of one N are contiguous)
         counts = counts_buf
         X = torch.empty(B, dtype=dtype, device=dev)
