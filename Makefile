@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 figures: $(STAMP)
-	$(VENV)/bin/rlvr-figures make --all --out $(OUT)
+	$(VENV)/bin/rlvr-figures check --out $(OUT)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not gpu"

@@ -3,13 +3,11 @@
 (a) total correct mass Q_pos vs step, (b) retained positive mass M_ret (002 Eq. 26) vs step,
 (c) final Q_pos and M_ret vs group size N; solid γ = 0, dashed γ = 1.  Data from
 :func:`simulations.categorical.simulate` on the ``fgrpo-fig4-small`` preset (N ∈ {4, 1024,
-131,072}, one seed, 600 steps; the full sweep is ``rlvr-sim categorical --preset fgrpo-fig4``).
-Set ``RLVR_FGRPO_FIG4_PRESET=fgrpo-fig4`` to draw the paper-scale sweep instead.
+131,072}, one seed, 600 steps); ``rlvr-figures make fgrpo_fig4 --full`` draws the paper-scale
+``fgrpo-fig4`` sweep (17 N × 2 γ × 4 seeds × 1,000 steps; also ``rlvr-sim categorical``).
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import pandas as pd
@@ -20,8 +18,7 @@ from ..registry import Claim, FigureSpec, register
 from ._style import subplots
 
 
-def data() -> pd.DataFrame:
-    name = os.environ.get("RLVR_FGRPO_FIG4_PRESET", "fgrpo-fig4-small")
+def data(name: str = "fgrpo-fig4-small") -> pd.DataFrame:
     traj, _ = sc.simulate(sc.preset(name), device="auto")
     return traj.assign(preset=name)
 
@@ -74,4 +71,5 @@ def claims(df: pd.DataFrame) -> list[Claim]:
 
 
 register(FigureSpec("fgrpo_fig4", "Categorical simulation: Q_pos and retained mass vs step and N",
-                    "F-GRPO (002) Fig. 4, App. J", data, plot, claims))
+                    "F-GRPO (002) Fig. 4, App. J", data, plot, claims,
+                    full_data=lambda: data("fgrpo-fig4")))
