@@ -220,8 +220,11 @@ def test_cli_writes_outputs(tmp_path):
 
 
 # ------------------------------------------------------------------ regimes (002 Fig. 4)
-@pytest.mark.slow  # ~12 s alone, 20-35 s on the shared 2-core machine
-def test_three_regimes_small_preset():
+def test_three_regimes_small_preset():  # ~8 s
+    _three_regimes()
+
+
+def _three_regimes():
     _, fin = sc.simulate(sc.preset("fgrpo-fig4-small"), device="cpu")
     f = fin.set_index(["N", "gamma"])
     small, mid, large = f.loc[4], f.loc[1024], f.loc[131_072]
