@@ -8,6 +8,7 @@ claim fails without an explanation.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
@@ -41,6 +42,7 @@ def _check(args: argparse.Namespace) -> int:
 
     say = (lambda name: None) if args.quiet else (lambda name: print(f"making {name} ...", flush=True))
     table = registry.check(args.names or None, args.out, full=args.full, progress=say)
+    os.makedirs(os.path.dirname(os.path.abspath(args.doc)), exist_ok=True)
     atomic_write_text(args.doc, registry.reproduction_markdown(table, full=args.full))
     if not args.quiet:
         import pandas as pd

@@ -137,7 +137,7 @@ def _pow(base: np.ndarray, expo: float) -> np.ndarray:
 class Group:
     """Per-group statistics shared by the families (last axis = group)."""
 
-    def __init__(self, r: np.ndarray, s: np.ndarray, rw: float, rc: float):
+    def __init__(self, r: np.ndarray, s: np.ndarray, rw: float, rc: float, graded: bool = False):
         self.r = r
         self.s = s
         self.G = r.shape[-1]
@@ -149,6 +149,8 @@ class Group:
         self.centered = r - self.mean
         # exact zero on groups without signal (all rewards equal)
         self.degenerate = (self.X == 0) | (self.X == self.G)
+        if graded:  # real-valued rewards: no signal iff all rewards of the group are equal
+            self.degenerate = np.all(r == r[..., :1], axis=-1, keepdims=True)
         self.centered = np.where(self.degenerate, 0.0, self.centered)
 
     def std(self, ddof: int = 0) -> np.ndarray:
@@ -177,6 +179,9 @@ class Advantage:
     uses_lengths: ClassVar[bool] = False
     #: explanation where our closed form departs from the paper's printed one
     erratum: ClassVar[str | None] = None
+    #: the definition reads the rewards only through r, the group mean and std, so it is
+    #: defined for real-valued (graded) rewards too (:meth:`graded_call`)
+    graded: ClassVar[bool] = False
 
     def __init__(self, reward_values: tuple[float, float] = (0.0, 1.0), **params: Any):
         unknown = set(params) - set(self.defaults)
@@ -268,6 +273,22 @@ class Advantage:
         lens = self._check_lengths(lengths, r.shape)
         return self._compute(Group(r, s, *self.reward_values), lens)
 
+    def graded_call(self, rewards: Any) -> np.ndarray:
+        """Per-rollout advantages of real-valued rewards ``[..., G]`` (families with ``graded``).
+
+        For the families whose definition uses only ``r``, ``r̄`` and ``σ_r`` (REINFORCE, GRPO,
+        Dr. GRPO = the mean baseline of 001 Alg. 1, RLOO, GRPO-N); a group whose rewards are
+        all equal gets 0 (as in :meth:`__call__`).
+        """
+        if not self.graded:
+            allowed = ", ".join(n for n in names() if _REGISTRY[n].graded)
+            raise ValueError(f"advantage {self.name!r} is defined for binary rewards only; graded rewards need one of {allowed}")
+        r = np.asarray(rewards, dtype=float)
+        if r.ndim == 0 or r.shape[-1] < self.min_group_size() or not np.all(np.isfinite(r)):
+            raise ValueError(f"rewards must be a finite array [..., G] with G >= {self.min_group_size()}, got shape {r.shape}")
+        s = (r == r.max(-1, keepdims=True)).astype(float)
+        return self._compute(Group(r, s, *self.reward_values, graded=True), None)
+
     def _check_rewards(self, rewards: Any) -> tuple[np.ndarray, np.ndarray]:
         try:
             r = np.asarray(rewards, dtype=float)
@@ -348,6 +369,7 @@ class Reinforce(Advantage):
     REINFORCE) ``m_S = p``, ``m_F = q``.
     """
 
+    graded = True
     name = "reinforce"
     description = "raw reward as weight, no baseline"
     source = "Williams 1992; FADE (000) Table 1"
@@ -369,6 +391,7 @@ class GRPO(Advantage):
     ``eps`` (F-GRPO Eq. 4) is 0 by default; groups without signal get 0.
     """
 
+    graded = True
     name = "grpo"
     description = "group mean baseline, divided by the group std"
     source = "Shao et al. 2024; FADE (000) App. 8.1; F-GRPO (002) Eq. 4"
@@ -397,6 +420,7 @@ class GRPO(Advantage):
 class DrGRPO(Advantage):
     """Dr. GRPO (mean-only GRPO): ``A_i = r_i − r̄``; ``m_S = m_F = Δ·pq``."""
 
+    graded = True
     name = "dr_grpo"
     description = "group mean baseline, no std normalisation"
     source = "Liu et al. 2025; FADE (000) Sec. 2.2, Eq. 4-6"
@@ -412,6 +436,7 @@ class DrGRPO(Advantage):
 class RLOO(Advantage):
     """RLOO: ``A_i = r_i − mean_{j≠i} r_j = G/(G−1)·(r_i − r̄)``; ``m_S = m_F = Δ·pq·G/(G−1)``."""
 
+    graded = True
     name = "rloo"
     description = "leave-one-out mean baseline"
     source = "Kool et al. 2019; Ahmadian et al. 2024; FADE (000) Table 1"
@@ -1126,6 +1151,7 @@ class IAC(_ScaledGRPO):
 class GRPON(Advantage):
     """GRPO-N: only the negative GRPO advantages, ``A_i = min(A_i^GRPO, 0)``; ``m_S = 0``, ``m_F = sqrt(pq)``."""
 
+    graded = True
     name = "grpo_n"
     description = "negative-only GRPO (relative negative gradients)"
     source = "Two-stage view (001) App. B.5"

@@ -104,6 +104,7 @@ class Config:
     predict: bool = False
     logits: tuple[float, ...] | None = None
     record_probs: bool = False
+    rewards: tuple[float, ...] | None = None
 
     def validate(self) -> "Config":
         """Raise ``ValueError`` naming the first bad field and its allowed range."""
@@ -117,6 +118,9 @@ class Config:
         if self.logits is not None:
             if len(self.logits) != self.K or not all(math.isfinite(float(x)) for x in self.logits):
                 raise ValueError(f"logits must be None or K = {self.K} finite numbers, got {self.logits!r}")
+        if self.rewards is not None:
+            if len(self.rewards) != self.K or not all(math.isfinite(float(x)) for x in self.rewards):
+                raise ValueError(f"rewards must be None or K = {self.K} finite numbers (one per action), got {self.rewards!r}")
         if self.record_probs and self.K > 64:
             raise ValueError(f"record_probs needs K <= 64 (one column per action), got K = {self.K}")
         if self.n_correct >= self.K:
@@ -139,6 +143,9 @@ class Config:
         if not all(0 <= b < 1 for b in self.betas) or not self.eps > 0:
             raise ValueError(f"betas must be in [0, 1) and eps > 0, got betas={self.betas!r}, eps={self.eps!r}")
         adv = self.make_advantage()
+        if self.rewards is not None and not adv.graded:
+            ok = ", ".join(n for n in _adv.names() if _adv.registry()[n].graded)
+            raise ValueError(f"advantage must be one of {ok} with per-action rewards, got {self.advantage!r}")
         if adv.batch_level or adv.uses_lengths:
             raise ValueError(f"advantage must be a group-level family without lengths, got {self.advantage!r}")
         if min(self.N) < adv.min_group_size():
@@ -395,6 +402,7 @@ def _run_block(cfg: Config, grid: pd.DataFrame, groups: list[tuple[int, int, int
     rw, rc = cfg.reward_values
     z0, correct_np = initial_logits(cfg)
     z = torch.tensor(z0, dtype=dtype, device=dev).repeat(B, 1)
+    rew = None if cfg.rewards is None else torch.tensor(cfg.rewards, dtype=torch.float64, device=dev)
     Nt = torch.tensor(sub.N.to_numpy(), dtype=dtype, device=dev)
     gam = torch.tensor(sub.gamma.to_numpy(), dtype=dtype, device=dev)
     lr = torch.tensor(sub.lr.to_numpy(), dtype=dtype, device=dev)[:, None]
@@ -454,29 +462,42 @@ def _run_block(cfg: Config, grid: pd.DataFrame, groups: list[tuple[int, int, int
         if rec and cfg.predict:
             sampled_np = counts.double().cpu().numpy()
         # 2. advantages per outcome (registry) and focal weight
-        Xc = X.cpu().numpy()
-        AcAw = np.empty((2, B))
-        for n, sl in rows:
-            AcAw[:, sl] = outcome_advantages(adv, Xc[sl], n)
-        Ac, Aw = torch.tensor(AcAw, dtype=dtype, device=dev)
+        if rew is None:
+            Xc = X.cpu().numpy()
+            AcAw = np.empty((2, B))
+            for n, sl in rows:
+                AcAw[:, sl] = outcome_advantages(adv, Xc[sl], n)
+            Ac, Aw = torch.tensor(AcAw, dtype=dtype, device=dev)
+        else:  # per-action rewards: the registry's advantages of each draw's reward r[a_j]
+            A_draw = [torch.tensor(adv.graded_call(rew[dr.idx].cpu().numpy()), dtype=dtype, device=dev)
+                      for dr in draws]
         Xf = X.to(dtype)
         coef = torch.pow(1 - Xf / Nt, gam) / (Nt * T)  # focal / N, and 1/T for z = T u
         # 3. surrogate gradient (ascent direction) in z
         if cfg.surrogate == "trpo":
             R = torch.where(counts > 0, one, 0 * one)
-            R[:, :nc] *= rc
-            R[:, nc:] *= rw
+            if rew is None:
+                R[:, :nc] *= rc
+                R[:, nc:] *= rw
+            else:
+                R *= rew.to(dtype)
             torch.mul(R.sub_((p * R).sum(-1, keepdim=True)).mul_(p), coef[:, None], out=g)
         else:
             # S_i = Σ_{draws j of i} A_j (times coef for logprob), scattered straight into g
             scale = coef if cfg.surrogate == "logprob" else torch.ones_like(coef)
             g.zero_()
-            for (n, sl), dr in zip(rows, draws):
-                first = torch.arange(n, device=dev)[None, :] < X[sl, None]
-                vals = torch.where(first, (Ac * scale)[sl, None], (Aw * scale)[sl, None])
+            for k, ((n, sl), dr) in enumerate(zip(rows, draws)):
+                if rew is None:
+                    first = torch.arange(n, device=dev)[None, :] < X[sl, None]
+                    vals = torch.where(first, (Ac * scale)[sl, None], (Aw * scale)[sl, None])
+                else:
+                    vals = A_draw[k] * scale[sl, None]
                 g[sl].scatter_add_(1, dr.idx, vals)
             if cfg.surrogate == "logprob":
-                C = (Xf * Ac + (Nt - Xf) * Aw) * coef
+                if rew is None:
+                    C = (Xf * Ac + (Nt - Xf) * Aw) * coef
+                else:
+                    C = torch.cat([a.sum(-1) for a in A_draw]) * coef
                 if bool((C != 0).any()):  # C = 0 for every mean-baseline family: skip the pass
                     g.addcmul_(C[:, None], p, value=-1.0)
             else:  # prob: g = π ∘ (S − Σ_k π_k S_k) · coef
@@ -513,7 +534,9 @@ def _run_block(cfg: Config, grid: pd.DataFrame, groups: list[tuple[int, int, int
 
 
 def _np(met: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
-    return {k: t.double().cpu().numpy() for k, t in met.items()}
+    # copy: a float64 CPU tensor's .double().cpu() is the tensor itself, and the p_i / p_anchor
+    # columns are views of the policy buffer that the next step overwrites in place
+    return {k: t.double().cpu().numpy().copy() for k, t in met.items()}
 
 
 # ------------------------------------------------------------------ CLI

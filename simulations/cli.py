@@ -1,7 +1,7 @@
 """``rlvr-sim SIMULATOR ...`` (also ``python -m simulations``).
 
 Each simulator module that defines ``add_parser(subparsers)`` contributes one subcommand
-(``categorical``, ``linear-head``); its parser sets ``func(args) -> int``.  Errors of the
+(``categorical``, ``linear-head``, ``toys``); its parser sets ``func(args) -> int``.  Errors of the
 form ``ValueError`` print ``rlvr-sim: error: ...`` and exit with status 2.
 """
 
@@ -14,7 +14,7 @@ from typing import Sequence
 
 __all__ = ["main", "build_parser"]
 
-_MODULES = ("simulations.categorical", "simulations.linear_head")
+_MODULES = ("simulations.categorical", "simulations.linear_head", "simulations.toys")
 
 
 def build_parser() -> argparse.ArgumentParser:

