@@ -1,9 +1,12 @@
 """analysis: measurement of matrices, checkpoints and samples.
 
-Today: :mod:`~analysis.spectra` (singular values and rank metrics of any matrix, numpy or
-torch, CPU or CUDA) and :mod:`~analysis.passk` (pass@k estimation, scaling-law and
-solve-rate fits, bootstrap, paired subsampling test).  Checkpoint diff, hidden-state
-geometry and reports come with the checkpoint-diff issue (see ../shared/DESIGN.md).
-Submodules are imported on use (``from analysis import spectra``) so that importing the
-package does not load torch.
+:mod:`~analysis.spectra` (singular values and rank metrics of any matrix, numpy or torch, CPU
+or CUDA), :mod:`~analysis.passk` (pass@k estimation, scaling-law and solve-rate fits,
+bootstrap, paired subsampling test), :mod:`~analysis.checkpoints` (Hugging Face checkpoint
+directories streamed one tensor at a time), :mod:`~analysis.weight_diff` (ΔW norms,
+densities, SVD / rank-1 metrics, alignment, clustering), :mod:`~analysis.hidden_states`
+(ρ̂⊥ by outcome, residual norms), :mod:`~analysis.report` (Markdown / HTML / JSON reports),
+:mod:`~analysis.diff_cli` (``rlvr-diff``, also ``python -m analysis``) and
+:mod:`~analysis.io` (atomic writes).  Submodules are imported on use (``from analysis import
+spectra``) so that importing the package does not load torch.
 """

@@ -58,6 +58,7 @@ import pandas as pd
 import torch
 
 from analysis.io import atomic_write
+from analysis.spectra import resolve_device
 from rlvr_theory import advantages as _adv
 from rlvr_theory import categorical as _cat
 from rlvr_theory import entropy as _ent
@@ -188,19 +189,6 @@ def preset(name: str, **overrides: Any) -> Config:
         if k in kw:
             kw[k] = tuple(kw[k])
     return Config(**kw).validate()
-
-
-def resolve_device(device: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` → CUDA when available, else CPU; otherwise ``torch.device(device)``."""
-    if str(device) == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:K', got {device!r}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available; use 'auto' or 'cpu'")
-    return dev
 
 
 def initial_logits(cfg: Config) -> tuple[np.ndarray, np.ndarray]:

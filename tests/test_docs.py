@@ -42,3 +42,11 @@ def test_docs_list_every_figure():
     text = (ROOT / "docs" / "figures.md").read_text()
     for name in figures.names():
         assert f"`{name}`" in text
+
+
+def test_readme_gallery_lists_every_figure():
+    import figures
+
+    text = (ROOT / "README.md").read_text()
+    for name in figures.names():
+        assert f"- `{name}` — {figures.get(name).title}" in text, name

@@ -35,7 +35,7 @@ def panel(ax, df: pd.DataFrame, title: str) -> None:
     for i, (a, cur) in enumerate(df.groupby("action", sort=False)):
         wide = cur.pivot(index="step", columns="seed", values="prob")
         ax.plot(wide.index, wide.to_numpy(), color=f"C{i}", lw=0.5, alpha=0.25)
-        ax.plot(wide.index, wide.mean(1), color=f"C{i}", lw=2, label=rf"$\pi$({a})")
+        ax.plot(wide.index, wide.mean(axis=1), color=f"C{i}", lw=2, label=rf"$\pi$({a})")
     ax.set(title=title, xlabel="step", ylim=(-0.02, 1.02))
 
 

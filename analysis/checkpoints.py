@@ -1,0 +1,464 @@
+"""Hugging Face checkpoint directories, read one tensor at a time (DESIGN.md ``analysis.checkpoints``).
+
+A checkpoint directory holds ``config.json`` and either ``model.safetensors`` or shards
+``model-0000k-of-0000n.safetensors`` listed in ``model.safetensors.index.json`` (what
+``save_pretrained`` writes), in bfloat16, float16, float32 or float64 (float8 is read too).
+:class:`Checkpoint` validates the directory and every safetensors header when it is
+opened (so a truncated or corrupt file is refused before any work), then streams tensors
+one at a time with ``safetensors.safe_open(..., framework="pt")``; nothing keeps a whole
+model in memory.
+
+Architecture-independent naming:
+
+* :func:`layer_index` — the block index of a tensor (``model.layers.7.mlp.up_proj.weight`` → 7,
+  ``transformer.h.3.attn.c_attn.weight`` → 3, ``gpt_neox.layers.2...`` → 2); ``None`` outside
+  the blocks;
+* :func:`find_output_head` — the output head: ``lm_head.weight`` (also under a prefix, e.g.
+  ``language_model.lm_head.weight``), ``embed_out.weight`` (GPT-NeoX), ``output.weight``; with
+  tied embeddings (``tie_word_embeddings``, GPT-2, Qwen2.5-0.5B, Gemma) the input embedding
+  ``model.embed_tokens.weight`` / ``transformer.wte.weight`` / ... which then *is* the head;
+* :func:`tensor_kind` — ``"head"``, ``"embedding"``, ``"block"`` or ``"other"`` (final norm, ...).
+
+Every refusal is a ``ValueError`` whose message starts with the label of the checkpoint
+(the argument name of the caller, e.g. ``base`` or ``checkpoints[1]``) and names the file
+and the tensor.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import torch
+
+__all__ = [
+    "TensorInfo",
+    "Checkpoint",
+    "open_checkpoint",
+    "is_checkpoint_dir",
+    "layer_index",
+    "find_output_head",
+    "tensor_kind",
+    "FLOAT_DTYPES",
+    "TensorPair",
+    "pair_tensors",
+    "has_tokenizer",
+    "load_tokenizer",
+]
+
+SINGLE = "model.safetensors"
+INDEX = "model.safetensors.index.json"
+#: safetensors dtype strings read as floating-point weights
+FLOAT_DTYPES = ("BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2")
+
+_LAYER_RE = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks|block)\.(\d+)\.")
+_HEAD_NAMES = ("lm_head.weight", "embed_out.weight", "output.weight")
+_EMBED_SUFFIXES = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight",
+                   "tok_embeddings.weight", "embeddings.weight")
+
+
+def layer_index(name: str) -> int | None:
+    """Block index of a tensor name, or ``None`` for tensors outside the transformer blocks.
+
+    Matches ``...layers.N.``, ``...layer.N.``, ``...h.N.`` (GPT-2), ``...blocks.N.``, the
+    first occurrence.
+    """
+    m = _LAYER_RE.search(name)
+    return int(m.group(1)) if m else None
+
+
+def _text_config(config: dict) -> dict:
+    """The language-model part of a config (multimodal configs nest it in ``text_config``)."""
+    tc = config.get("text_config")
+    return tc if isinstance(tc, dict) else config
+
+
+def _tied(config: dict) -> bool:
+    for c in (config, _text_config(config)):
+        if "tie_word_embeddings" in c:
+            return bool(c["tie_word_embeddings"])
+    # transformers' PretrainedConfig default is True (GPT-2 and most small models rely on it)
+    return True
+
+
+def find_output_head(names: Iterable[str], config: dict) -> tuple[str | None, bool]:
+    """``(name, tied)`` of the output-head weight among ``names``.
+
+    An explicit head (``lm_head.weight``, ``embed_out.weight``, ``output.weight``, possibly
+    under a prefix) wins; otherwise, with tied embeddings (``config["tie_word_embeddings"]``,
+    default ``True`` as in transformers) the input embedding matrix is the head
+    (``tied=True``).  ``(None, False)`` if neither is found.
+    """
+    names = list(names)
+    for h in _HEAD_NAMES:
+        for n in names:
+            if n == h or n.endswith("." + h) and layer_index(n) is None:
+                return n, False
+    emb = _find_embedding(names)
+    if emb is not None and _tied(config):
+        return emb, True
+    return None, False
+
+
+def _find_embedding(names: list[str]) -> str | None:
+    for suf in _EMBED_SUFFIXES:
+        for n in names:
+            if (n == suf or n.endswith("." + suf)) and layer_index(n) is None:
+                return n
+    return None
+
+
+def tensor_kind(name: str, head: str | None, ndim: int = 2) -> str:
+    """``"head"``, ``"embedding"``, ``"block"`` or ``"other"`` for a tensor name."""
+    if name == head:
+        return "head"
+    if layer_index(name) is not None:
+        return "block"
+    low = name.lower()
+    if ndim == 2 and ("embed" in low or low.endswith("wte.weight") or low.endswith("wpe.weight")):
+        return "embedding"
+    return "other"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a checkpoint: name, file, safetensors dtype string and shape."""
+
+    name: str
+    file: Path
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        return int(math.prod(self.shape))
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in FLOAT_DTYPES
+
+
+def _safe_open(path: Path, label: str):
+    from safetensors import safe_open
+    try:
+        return safe_open(str(path), framework="pt")
+    except Exception as err:  # SafetensorError, OSError
+        raise ValueError(f"{label}: file {str(path)!r} is truncated or corrupt (not a readable "
+                         f"safetensors file): {err}") from None
+
+
+def is_checkpoint_dir(path: str | Path) -> bool:
+    """Whether ``path`` looks like a checkpoint directory (``config.json`` plus safetensors weights)."""
+    p = Path(path)
+    return p.is_dir() and (p / "config.json").is_file() and ((p / SINGLE).is_file() or (p / INDEX).is_file())
+
+
+class Checkpoint:
+    """A validated Hugging Face checkpoint directory, read one tensor at a time.
+
+    Use :func:`open_checkpoint`.  Attributes: ``path``, ``label`` (prefix of error
+    messages), ``config`` (the parsed ``config.json``), ``tensors`` (name →
+    :class:`TensorInfo`, in file order), ``head`` (output-head tensor name or ``None``),
+    ``tied`` (whether the head is the input embedding), ``vocab_size``.
+    """
+
+    def __init__(self, path: str | Path, label: str = "checkpoint"):
+        self.label = label
+        p = Path(path)
+        if not p.exists():
+            raise ValueError(f"{label}: {str(p)!r} does not exist (expected a Hugging Face checkpoint "
+                             f"directory with config.json and model.safetensors)")
+        if not p.is_dir():
+            raise ValueError(f"{label}: {str(p)!r} is not a directory (expected a Hugging Face checkpoint "
+                             f"directory with config.json and model.safetensors)")
+        self.path = p
+        cfg = p / "config.json"
+        if not cfg.is_file():
+            raise ValueError(f"{label}: {str(p)!r} is not a Hugging Face checkpoint directory: no config.json")
+        try:
+            self.config: dict = json.loads(cfg.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(f"{label}: file {str(cfg)!r} is not valid JSON: {err}") from None
+        if not isinstance(self.config, dict):
+            raise ValueError(f"{label}: file {str(cfg)!r} must hold a JSON object")
+        self.tensors: dict[str, TensorInfo] = {}
+        if (p / SINGLE).is_file():
+            self._scan(p / SINGLE, None)
+        elif (p / INDEX).is_file():
+            self._scan_index(p / INDEX)
+        else:
+            other = sorted(x.name for x in p.iterdir() if x.suffix in (".bin", ".pt", ".pth", ".gguf"))
+            hint = (f" (found {', '.join(other)}: only safetensors are read; convert with "
+                    f"model.save_pretrained(dir, safe_serialization=True))") if other else ""
+            raise ValueError(f"{label}: {str(p)!r} is not a Hugging Face checkpoint directory: no {SINGLE} "
+                             f"or {INDEX}{hint}")
+        if not self.tensors:
+            raise ValueError(f"{label}: {str(p)!r} holds no tensors")
+        self.head, self.tied = find_output_head(self.tensors, self.config)
+        self.vocab_size = self._vocab_size()
+
+    # ------------------------------------------------------------- scanning
+    def _scan(self, file: Path, expected: set[str] | None) -> None:
+        with _safe_open(file, self.label) as f:
+            keys = list(f.keys())
+            for k in keys:
+                sl = f.get_slice(k)
+                self.tensors[k] = TensorInfo(k, file, str(sl.get_dtype()), tuple(int(x) for x in sl.get_shape()))
+        if expected is not None:
+            missing = sorted(expected - set(keys))
+            if missing:
+                raise ValueError(f"{self.label}: tensor {missing[0]!r} is listed in {INDEX} for file "
+                                 f"{str(file)!r} but that file does not contain it"
+                                 + (f" ({len(missing) - 1} more missing)" if len(missing) > 1 else ""))
+
+    def _scan_index(self, index: Path) -> None:
+        try:
+            doc = json.loads(index.read_text())
+            wm = doc["weight_map"]
+            if not isinstance(wm, dict) or not wm:
+                raise KeyError
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+            raise ValueError(f"{self.label}: file {str(index)!r} is not a valid safetensors index "
+                             f"(a JSON object with a non-empty 'weight_map')") from None
+        by_file: dict[str, set[str]] = {}
+        for name, fn in wm.items():
+            by_file.setdefault(str(fn), set()).add(name)
+        for fn in sorted(by_file):
+            file = self.path / fn
+            if not file.is_file():
+                raise ValueError(f"{self.label}: shard {str(file)!r} listed in {INDEX} is missing "
+                                 f"(it should hold e.g. tensor {sorted(by_file[fn])[0]!r})")
+            self._scan(file, by_file[fn])
+        # keep only the tensors the index assigns to each file (a shard may hold extras)
+        self.tensors = {k: v for k, v in self.tensors.items() if wm.get(k) == v.file.name}
+
+    def _vocab_size(self) -> int | None:
+        v = _text_config(self.config).get("vocab_size", self.config.get("vocab_size"))
+        return int(v) if isinstance(v, int) else None
+
+    # ------------------------------------------------------------- metadata
+    @property
+    def model_type(self) -> str | None:
+        return self.config.get("model_type")
+
+    @property
+    def files(self) -> list[Path]:
+        return sorted({t.file for t in self.tensors.values()})
+
+    @property
+    def num_layers(self) -> int:
+        """Number of transformer blocks (``1 + `` the largest block index among the tensors)."""
+        idx = [layer_index(n) for n in self.tensors]
+        idx = [i for i in idx if i is not None]
+        return max(idx) + 1 if idx else 0
+
+    def kind(self, name: str) -> str:
+        return tensor_kind(name, self.head, len(self.tensors[name].shape))
+
+    def info(self, name: str) -> TensorInfo:
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise ValueError(f"{self.label}: tensor {name!r} is missing from {str(self.path)!r}") from None
+
+    def __repr__(self) -> str:
+        return f"Checkpoint({str(self.path)!r}, {len(self.tensors)} tensors, head={self.head!r})"
+
+    # -------------------------------------------------------------- reading
+    def read(self, name: str, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        """Tensor ``name`` (rows ``start:stop`` of its first axis) as stored (e.g. bfloat16), on the CPU."""
+        info = self.info(name)
+        with _safe_open(info.file, self.label) as f:
+            try:
+                if start == 0 and (stop is None or stop >= (info.shape[0] if info.shape else 0)):
+                    return f.get_tensor(name)
+                return f.get_slice(name)[start:stop]
+            except Exception as err:
+                raise ValueError(f"{self.label}: tensor {name!r} in file {str(info.file)!r} could not be "
+                                 f"read (truncated or corrupt file): {err}") from None
+
+    def read_float(self, name: str, start: int = 0, stop: int | None = None, *,
+                   device: torch.device | str = "cpu", use_torch: bool | None = None) -> Any:
+        """Rows ``start:stop`` of tensor ``name`` as float32 (float64 if stored as float64),
+        refused if it holds NaN or Inf.
+
+        On the CPU the result is a numpy array (bfloat16 is widened by a bit shift, exactly),
+        on CUDA (or with ``use_torch=True``) a torch tensor on ``device``.  The message of a
+        non-finite tensor names the tensor, the file and the number of NaN and Inf entries.
+        """
+        info = self.info(name)
+        if not info.is_float:
+            raise ValueError(f"{self.label}: tensor {name!r} in file {str(info.file)!r} has dtype "
+                             f"{info.dtype}, not a floating-point weight")
+        t = self.read(name, start, stop)
+        if t.ndim == 0:  # a scalar weight: one entry
+            t = t.reshape(1)
+        dev = torch.device(device)
+        if use_torch is None:
+            use_torch = dev.type != "cpu"
+        if use_torch:
+            x = t.to(dev)
+            x = x if x.dtype in (torch.float32, torch.float64) else x.to(torch.float32)
+            bad = int((~torch.isfinite(x)).sum()) if not bool(torch.isfinite(x).all()) else 0
+            if bad:
+                self._non_finite(name, info, int(torch.isnan(x).sum()), bad)
+            return x
+        x = _to_numpy_float(t)
+        if not np.isfinite(x).all():
+            fin = np.isfinite(x)
+            self._non_finite(name, info, int(np.isnan(x).sum()), int(x.size - fin.sum()))
+        return x
+
+    def _non_finite(self, name: str, info: TensorInfo, n_nan: int, n_bad: int) -> None:
+        raise ValueError(f"{self.label}: tensor {name!r} in file {str(info.file)!r} holds non-finite "
+                         f"values: {n_nan} NaN and {n_bad - n_nan} Inf (of {info.numel} entries)")
+
+
+def _to_numpy_float(t: torch.Tensor) -> np.ndarray:
+    """float32 numpy copy of a CPU tensor (float64 kept), without torch arithmetic:
+    bfloat16 is the upper half of float32, so the widening is a 16-bit shift (exact)."""
+    if t.dtype == torch.bfloat16:
+        x = t.contiguous().view(torch.int16).numpy().view(np.uint16).astype(np.uint32)
+        x <<= 16  # in place: one float32-sized array, no temporary
+        return x.view(np.float32)
+    if t.dtype == torch.float16:
+        return t.numpy().astype(np.float32)
+    if t.dtype == torch.float32:
+        return t.numpy()
+    if t.dtype == torch.float64:
+        return t.numpy()
+    return t.to(torch.float32).numpy()  # float8 variants
+
+
+def open_checkpoint(path: str | Path, label: str = "checkpoint") -> Checkpoint:
+    """Open and validate a checkpoint directory (see :class:`Checkpoint`).
+
+    Raises ``ValueError`` (message starting with ``label``) if ``path`` is not a directory,
+    has no ``config.json`` or no safetensors weights, if the index lists a missing shard or
+    a tensor its shard lacks, or if a safetensors file is truncated or corrupt.
+    """
+    return Checkpoint(path, label)
+
+
+@dataclass(frozen=True)
+class TensorPair:
+    """One tensor compared between a base checkpoint and another one.
+
+    ``rows``: the rows of the first axis compared (all of them, or the common vocabulary
+    rows of an embedding / output head whose vocabulary was resized); ``vocab_resized``:
+    whether the two row counts differ; ``kind``: :func:`tensor_kind` in the base.
+    """
+
+    name: str
+    kind: str
+    layer: int | None
+    shape: tuple[int, ...]
+    base_rows: int
+    other_rows: int
+    rows: int
+
+    @property
+    def vocab_resized(self) -> bool:
+        return self.base_rows != self.other_rows
+
+    @property
+    def compared_shape(self) -> tuple[int, ...]:
+        return (self.rows, *self.shape[1:]) if self.shape else ()
+
+
+def pair_tensors(base: Checkpoint, other: Checkpoint) -> tuple[list[TensorPair], list[str]]:
+    """Match the floating-point tensors of ``other`` with those of ``base``.
+
+    Returns ``(pairs, skipped)``: the pairs in ``base`` file order and the names of
+    non-floating-point tensors (buffers) that are not compared.  Refuses, with a message
+    starting with ``other.label`` that names the tensor and the files: a different
+    ``model_type`` or ``architectures`` in ``config.json``; a tensor missing from either
+    side; a shape mismatch other than a resized vocabulary (different first dimension of an
+    embedding / output head, or of any tensor whose first dimension is the vocabulary
+    size of each config), whose common rows are compared.
+    """
+    for key in ("model_type", "architectures"):
+        a, b = base.config.get(key), other.config.get(key)
+        if a is not None and b is not None and a != b:
+            raise ValueError(f"{other.label}: {key} {b!r} in {str(other.path / 'config.json')!r} differs from "
+                             f"{a!r} in base {str(base.path / 'config.json')!r}: different architectures "
+                             f"cannot be compared")
+    bn = [n for n, t in base.tensors.items() if t.is_float]
+    on = {n for n, t in other.tensors.items() if t.is_float}
+    missing = [n for n in bn if n not in on]
+    if missing:
+        n = missing[0]
+        hint = ""
+        if base.tied != other.tied and n in (base.head, other.head):
+            hint = " (one checkpoint ties the output head to the input embedding, the other does not)"
+        more = f"; {len(missing) - 1} more tensors are missing" if len(missing) > 1 else ""
+        raise ValueError(f"{other.label}: tensor {n!r} (in base file {str(base.tensors[n].file)!r}) is missing "
+                         f"from checkpoint {str(other.path)!r}{hint}{more}")
+    extra = sorted(on - set(bn))
+    if extra:
+        n = extra[0]
+        raise ValueError(f"{other.label}: tensor {n!r} in file {str(other.tensors[n].file)!r} is not in base "
+                         f"{str(base.path)!r}: different architectures cannot be compared")
+    vocab = (base.vocab_size, other.vocab_size)
+    pairs = []
+    for n in bn:
+        tb, to = base.tensors[n], other.tensors[n]
+        kind = base.kind(n)
+        rows_b = tb.shape[0] if tb.shape else 1
+        rows_o = to.shape[0] if to.shape else 1
+        if tb.shape != to.shape:
+            resizable = (len(tb.shape) == len(to.shape) >= 1 and tb.shape[1:] == to.shape[1:]
+                         and (kind in ("head", "embedding")
+                              or (vocab[0] != vocab[1] and (rows_b, rows_o) == vocab)))
+            if not resizable:
+                raise ValueError(f"{other.label}: tensor {n!r} has shape {tuple(to.shape)} in file "
+                                 f"{str(to.file)!r} but {tuple(tb.shape)} in base file {str(tb.file)!r}: "
+                                 f"different architectures or sizes cannot be compared")
+        pairs.append(TensorPair(n, kind, layer_index(n), tb.shape, rows_b, rows_o, min(rows_b, rows_o)))
+    skipped = [n for n, t in base.tensors.items() if not t.is_float]
+    return pairs, skipped
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+
+
+def has_tokenizer(path: str | Path) -> bool:
+    """Whether directory ``path`` holds tokenizer files (``tokenizer.json``, ...)."""
+    p = Path(path)
+    return p.is_dir() and any((p / f).is_file() for f in _TOKENIZER_FILES)
+
+
+def load_tokenizer(path: str | Path, label: str = "tokenizer", *, transformers: bool = False) -> Any:
+    """A tokenizer from a local directory, for decoding token ids.
+
+    ``tokenizer.json`` is read with the ``tokenizers`` library (fast, no transformers
+    import); other formats (sentencepiece ``tokenizer.model``, ``vocab.json`` + merges) with
+    ``transformers.AutoTokenizer`` (local files only), as is every format with
+    ``transformers=True`` (to encode text with the model's special tokens).  Both have
+    ``decode(ids)``.
+    ``ValueError`` (starting with ``label``) if the directory holds no loadable tokenizer.
+    """
+    p = Path(path)
+    if not has_tokenizer(p):
+        raise ValueError(f"{label}: {str(p)!r} is not a tokenizer directory (no {', '.join(_TOKENIZER_FILES)})")
+    try:
+        if (p / "tokenizer.json").is_file() and not transformers:
+            from tokenizers import Tokenizer
+            return Tokenizer.from_file(str(p / "tokenizer.json"))
+        cls = None
+        if (p / "tokenizer_config.json").is_file():
+            cls = json.loads((p / "tokenizer_config.json").read_text()).get("tokenizer_class")
+        if cls in ("TokenizersBackend", "PreTrainedTokenizerFast") and (p / "tokenizer.json").is_file():
+            # a generic tokenizers-library tokenizer: AutoTokenizer would pick the model type's
+            # own class from config.json (e.g. Qwen2Tokenizer), which cannot read it
+            from transformers import PreTrainedTokenizerFast
+            return PreTrainedTokenizerFast.from_pretrained(str(p), local_files_only=True)
+        from transformers import AutoTokenizer
+        return AutoTokenizer.from_pretrained(str(p), local_files_only=True)
+    except Exception as err:
+        raise ValueError(f"{label}: could not load a tokenizer from {str(p)!r}: {err}") from None

@@ -1,0 +1,360 @@
+"""Hidden-state geometry of correct vs failed rollouts (FADE (000) App. 15, "Hidden-state analysis",
+App. 15.2, Tables 10-11).
+
+For the tokens ``i`` of the completions of a batch of rollouts (prompt + completion, with
+an outcome: correct ∈ S or failed ∈ F), let ``h_i ∈ R^d`` be the last-layer hidden state
+that the output head multiplies (captured at the head's input, so after the final norm on
+every architecture), ``y_i`` the next token and ``π_i = softmax(logits_i / T)`` the
+policy's next-token distribution.  Then
+
+* ``u_1`` = the top right singular vector of ``H = [h_i]`` (all tokens of both groups;
+  FADE footnote: "the top right singular vector of H"), and ``h_i^⊥ = h_i − (h_iᵀu_1)u_1``;
+* ``ρ̂_g`` = the mean pairwise cosine similarity of the ``h_i^⊥``, ``i ∈ g``, over the
+  ``N_g(N_g − 1)`` ordered pairs ``i ≠ j`` (Table 10; FADE finds ``ρ̂_S ≈ 3-4 ρ̂_F``):
+  with ``x̂_i = h_i^⊥/‖h_i^⊥‖``, ``ρ̂ = (‖Σ_i x̂_i‖² − N)/(N(N − 1))`` (one pass, no N² loop);
+* ``R_g = (1/N_g) Σ_{i∈g} v_i ⊗ h_i^⊥`` with ``v_i = e_{y_i} − π_i ∈ R^V`` (App. 15.2,
+  unweighted by advantages as in the paper's footnote), and its norm ``‖R_g‖_F``;
+* the CLT baseline ``‖R_F‖/‖R_S‖ ≈ sqrt(N_S/N_F)``
+  (:func:`rlvr_theory.rank1.clt_residual_ratio`; 0.40 for the paper's N_S = 8,968,
+  N_F = 54,700; the paper measures 0.73-0.79, Table 11).
+
+``R_g`` is accumulated in one pass without storing the ``V``-dimensional ``v_i``:
+``Σ_i v_i h_iᵀ = Σ_i e_{y_i} h_iᵀ − Σ_i π_i h_iᵀ`` (a scatter-add plus one ``V × n`` by
+``n × d`` product per batch), before ``u_1`` is known, because the projection commutes:
+``Σ_i v_i (h_i^⊥)ᵀ = (Σ_i v_i h_iᵀ)(I − u_1u_1ᵀ)``.  Memory: ``2·V·d`` float64 for the
+two sums, ``N·d`` float32 for ``H``, and one batch of logits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+from . import spectra
+from .checkpoints import has_tokenizer, load_tokenizer, open_checkpoint
+
+__all__ = [
+    "load_rollouts",
+    "mean_pairwise_cosine",
+    "project_out",
+    "residual_norm",
+    "geometry",
+    "PAPER",
+]
+
+#: FADE (000) App. 15.2 numbers (Qwen 2.5 7B, AsymGRPO δ = 0.5)
+PAPER = {"n_success": 8968, "n_failure": 54700, "clt_baseline": 0.40,
+         "residual_ratio_measured": (0.73, 0.79), "rho_ratio": (3.0, 4.0)}
+
+
+# ------------------------------------------------------------------ formulas
+def project_out(H: Any, u: Any) -> np.ndarray:
+    """``h_i^⊥ = h_i − (h_iᵀu)u`` for every row of ``H`` (``u`` normalised here); float64.
+
+    FADE (000) App. 15 "Hidden-state analysis".
+    """
+    H = np.asarray(H, dtype=np.float64)
+    u = np.asarray(u, dtype=np.float64).reshape(-1)
+    if H.ndim != 2 or u.size != H.shape[1]:
+        raise ValueError(f"H must be (N, d) and u of length d, got {H.shape} and {u.shape}")
+    nu = np.linalg.norm(u)
+    if not nu > 0:
+        raise ValueError("u must be a non-zero vector")
+    u = u / nu
+    return H - np.outer(H @ u, u)
+
+
+def mean_pairwise_cosine(X: Any) -> float:
+    """Mean cosine similarity over the ordered pairs ``i ≠ j`` of the rows of ``X``.
+
+    ``ρ̂ = (‖Σ_i x̂_i‖² − N)/(N(N − 1))`` with ``x̂_i = x_i/‖x_i‖`` (the sum of all
+    ``x̂_iᵀx̂_j`` minus the diagonal), in ``O(N d)``.  Rows of zero norm (undefined cosine)
+    are left out.  FADE (000) Table 10.  Raises ``ValueError`` for fewer than two
+    non-zero rows.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-D array (N, d), got shape {X.shape}")
+    nrm = np.linalg.norm(X, axis=1)
+    keep = nrm > 0
+    n = int(keep.sum())
+    if n < 2:
+        raise ValueError(f"X must have at least 2 non-zero rows for a pairwise cosine, got {n}")
+    s = (X[keep] / nrm[keep, None]).sum(axis=0)
+    return float((s @ s - n) / (n * (n - 1)))
+
+
+def residual_norm(sum_vh: Any, n: int, u: Any) -> float:
+    """``‖R_g‖_F`` with ``R_g = (1/N_g)·(Σ_i v_i h_iᵀ)(I − u uᵀ)`` (FADE (000) App. 15.2).
+
+    ``sum_vh``: ``Σ_{i∈g} v_i h_iᵀ`` (``V × d``), ``n = N_g``, ``u`` the projection
+    direction (normalised here).  The projected matrix is formed in row blocks (no
+    cancellation from ``‖R‖² − ‖Ru‖²``).
+    """
+    A = sum_vh
+    u = np.asarray(u, dtype=np.float64).reshape(-1)
+    u = u / np.linalg.norm(u)
+    if isinstance(A, torch.Tensor):
+        ut = torch.as_tensor(u, dtype=A.dtype, device=A.device)
+        tot = torch.zeros((), dtype=torch.float64, device=A.device)
+        for i in range(0, A.shape[0], 4096):
+            blk = A[i:i + 4096]
+            P = blk - torch.outer(blk @ ut, ut)
+            tot += (P.double() ** 2).sum()
+        return math.sqrt(float(tot)) / n
+    A = np.asarray(A, dtype=np.float64)
+    tot = 0.0
+    for i in range(0, A.shape[0], 4096):
+        blk = A[i:i + 4096]
+        P = blk - np.outer(blk @ u, u)
+        tot += float((P * P).sum())
+    return math.sqrt(tot) / n
+
+
+# ------------------------------------------------------------------ rollouts
+def load_rollouts(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Read a rollouts JSONL file: one JSON object per line with
+
+    * ``prompt_ids`` and ``completion_ids`` (lists of token ids; preferred, exact), or
+      ``prompt`` and ``completion`` (strings, tokenized with the checkpoint's tokenizer:
+      the prompt with the tokenizer's special tokens, the completion without);
+    * ``correct`` (true/false), or ``reward`` (a number; correct iff ``reward > 0``).
+
+    Blank lines are skipped.  Raises ``ValueError`` naming the line that is not valid.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"rollouts must be a JSONL file, got {str(path)!r} (not a file)")
+    out = []
+    for ln, line in enumerate(p.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"rollouts line {ln} of {str(p)!r} is not valid JSON: {err}") from None
+        out.append(_check_record(rec, f"rollouts line {ln} of {str(p)!r}"))
+    if not out:
+        raise ValueError(f"rollouts file {str(p)!r} holds no rollouts")
+    return out
+
+
+def _check_record(rec: Any, where: str) -> dict[str, Any]:
+    if not isinstance(rec, Mapping):
+        raise ValueError(f"{where} must be a JSON object")
+    r: dict[str, Any] = {}
+    if "prompt_ids" in rec or "completion_ids" in rec:
+        for k in ("prompt_ids", "completion_ids"):
+            v = rec.get(k)
+            if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                                 for x in v):
+                raise ValueError(f"{where}: {k} must be a list of token ids (integers >= 0), got {v!r}")
+            r[k] = v
+    elif isinstance(rec.get("prompt"), str) and isinstance(rec.get("completion"), str):
+        r["prompt"], r["completion"] = rec["prompt"], rec["completion"]
+    else:
+        raise ValueError(f"{where} needs 'prompt_ids' and 'completion_ids' (token id lists) or "
+                         f"'prompt' and 'completion' (strings)")
+    if isinstance(rec.get("correct"), bool):
+        r["correct"] = rec["correct"]
+    elif isinstance(rec.get("reward"), (int, float)) and not isinstance(rec.get("reward"), bool) \
+            and math.isfinite(rec["reward"]):
+        r["correct"] = rec["reward"] > 0
+    else:
+        raise ValueError(f"{where} needs 'correct' (true/false) or 'reward' (a finite number, "
+                         f"correct iff > 0)")
+    return r
+
+
+# ------------------------------------------------------------------ the pass
+def _tokenize(rollouts: Sequence[Mapping[str, Any]], tok: Any, where: str) -> list[tuple[list[int], int, bool]]:
+    recs = [_check_record(r, f"{where}[{i}]") for i, r in enumerate(rollouts)]
+    text = [i for i, r in enumerate(recs) if "prompt_ids" not in r]
+    if text and tok is None:
+        raise ValueError(f"tokenizer: {where}[{text[0]}] has text, not token ids, and no tokenizer was "
+                         f"found; pass tokenizer= (a tokenizer directory)")
+    if text:  # one batched call each for prompts and completions
+        P = tok([recs[i]["prompt"] for i in text])["input_ids"]
+        C = tok([recs[i]["completion"] for i in text], add_special_tokens=False)["input_ids"]
+        for i, p, c in zip(text, P, C):
+            recs[i] = {**recs[i], "prompt_ids": list(p), "completion_ids": list(c)}
+    return [(r["prompt_ids"] + r["completion_ids"], len(r["prompt_ids"]), bool(r["correct"])) for r in recs]
+
+
+def geometry(checkpoint: str, rollouts: str | Sequence[Mapping[str, Any]], *, tokenizer: str | None = None,
+             device: str = "auto", batch_size: int = 8, temperature: float = 1.0, dtype: str = "auto",
+             progress: bool = True) -> dict[str, Any]:
+    """Hidden-state geometry of a checkpoint on rollouts (FADE (000) App. 15, Tables 10-11).
+
+    Parameters
+    ----------
+    checkpoint : str
+        Hugging Face causal-LM checkpoint directory (loaded with transformers).
+    rollouts : str or sequence of dict
+        A JSONL path (:func:`load_rollouts`) or the records themselves.
+    tokenizer : str, optional
+        Tokenizer directory for text rollouts (default: the checkpoint's own, if any).
+    device : "auto", "cpu", "cuda", "cuda:N"
+        Where the forward passes and sums run.
+    batch_size : int
+        Sequences per forward pass (``>= 1``); sequences are sorted by length first.
+    temperature : float
+        ``π_i = softmax(logits_i / temperature)`` (the sampling temperature of the rollouts).
+    dtype : "auto", "float32", "bfloat16", "float16"
+        Model dtype (``"auto"``: float32 on the CPU, the checkpoint's dtype on CUDA).
+    progress : bool
+        tqdm bar over batches.
+
+    Returns
+    -------
+    dict
+        ``n_trajectories``, ``n_tokens`` (``N_S``, ``N_F``), ``rho_perp`` (``ρ̂`` per group
+        and their ratio), ``residual_norm`` (``‖R_S‖``, ``‖R_F‖``), ``residual_ratio``
+        (``‖R_F‖/‖R_S‖``), ``clt_baseline`` (``sqrt(N_S/N_F)``), ``ratio_over_baseline``,
+        ``u1_energy_fraction`` (``σ_1²(H)/‖H‖_F²``), the paper's numbers, settings.
+        Quantities of an empty (or single-token) group are ``None``.
+    """
+    from rlvr_theory.rank1 import clt_residual_ratio
+
+    t0 = time.perf_counter()
+    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0 \
+            or not math.isfinite(temperature):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if dtype not in ("auto", "float32", "bfloat16", "float16"):
+        raise ValueError(f"dtype must be one of 'auto', 'float32', 'bfloat16', 'float16', got {dtype!r}")
+    ck = open_checkpoint(checkpoint, "checkpoint")
+    dev = spectra.resolve_device(device)
+    if isinstance(rollouts, (str, os.PathLike)):
+        recs = load_rollouts(rollouts)
+        where = "rollouts"
+    else:
+        recs = list(rollouts)
+        where = "rollouts"
+        if not recs:
+            raise ValueError("rollouts must hold at least one rollout")
+    tok_dir = tokenizer if tokenizer is not None else (checkpoint if has_tokenizer(checkpoint) else None)
+    tok = load_tokenizer(tok_dir, "tokenizer", transformers=True) if tok_dir is not None else None
+    seqs = _tokenize(recs, tok, where)
+
+    try:
+        from transformers import AutoModelForCausalLM
+    except ImportError:  # pragma: no cover
+        raise ValueError("checkpoint: transformers is needed for hidden states (pip install '.[train]')") from None
+    if dtype == "auto":
+        tdt = torch.float32 if dev.type == "cpu" else "auto"
+    else:
+        tdt = getattr(torch, dtype)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(ck.path), dtype=tdt, local_files_only=True)
+    except Exception as err:
+        raise ValueError(f"checkpoint: transformers could not load a causal LM from {str(ck.path)!r}: {err}") \
+            from None
+    model.to(dev).eval()
+    head = model.get_output_embeddings()
+    V = int(head.weight.shape[0])
+    d = int(head.weight.shape[1])
+    max_pos = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    for i, (ids, plen, _) in enumerate(seqs):
+        if max_pos is not None and len(ids) > max_pos:
+            raise ValueError(f"{where}[{i}]: sequence of {len(ids)} tokens exceeds the model's "
+                             f"max_position_embeddings = {max_pos}")
+        if ids and max(ids) >= V:
+            raise ValueError(f"{where}[{i}]: token id {max(ids)} is outside the vocabulary (size {V})")
+    usable = [s for s in seqs if len(s[0]) - s[1] >= 1 and s[1] >= 1]
+    n_skipped = len(seqs) - len(usable)
+
+    cap: dict[str, torch.Tensor] = {}
+    hook = head.register_forward_hook(lambda mod, inp, out: cap.__setitem__("h", inp[0]))
+    S = {g: torch.zeros(V, d, dtype=torch.float64, device=dev) for g in (True, False)}
+    Hs: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+    order = sorted(range(len(usable)), key=lambda i: len(usable[i][0]))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    it: Any = batches
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(batches, desc="hidden states", unit="batch")
+    try:
+        with torch.no_grad():
+            for bt in it:
+                rows = [torch.tensor(usable[i][0]) for i in bt]
+                ids = pad_sequence(rows, batch_first=True, padding_value=0)
+                T = ids.shape[1]
+                plen = torch.tensor([usable[i][1] for i in bt])
+                slen = torch.tensor([len(usable[i][0]) for i in bt])
+                good = torch.tensor([usable[i][2] for i in bt])
+                att = (torch.arange(T)[None, :] < slen[:, None]).long()
+                out = model(input_ids=ids.to(dev), attention_mask=att.to(dev))
+                h = cap.pop("h")
+                t = torch.arange(T)
+                # position t predicts token t+1: completion tokens are t+1 in [P, L-1]
+                mask = (t[None, :] >= plen[:, None] - 1) & (t[None, :] <= slen[:, None] - 2)
+                tgt = torch.roll(ids, -1, dims=1)[mask].to(dev)
+                md = mask.to(dev)
+                hs = h[md].to(torch.float64)
+                logits = out.logits[md].to(torch.float64) / temperature
+                pi = torch.softmax(logits, dim=-1)
+                grp = good[:, None].expand_as(mask)[mask].to(dev)
+                for g in (True, False):
+                    sel = grp == g
+                    if bool(sel.any()):
+                        hg = hs[sel]
+                        S[g].index_add_(0, tgt[sel], hg)
+                        S[g].sub_(pi[sel].T @ hg)
+                Hs.append(hs.to(torch.float32).cpu().numpy())
+                labels.append(grp.cpu().numpy())
+                del out, h, logits, pi, hs
+    finally:
+        hook.remove()
+    if not Hs:
+        raise ValueError(f"{where} must hold at least one rollout with a non-empty prompt and completion")
+    H = np.concatenate(Hs)
+    lab = np.concatenate(labels)
+    spec = spectra.spectrum(H, 1, n_vectors=1, device="cpu")
+    u1 = spec.v[:, 0]
+    Hp = project_out(H, u1)
+    n_s, n_f = int(lab.sum()), int((~lab).sum())
+    rho = {}
+    for name, g in (("success", True), ("failure", False)):
+        sel = lab == g
+        try:
+            rho[name] = mean_pairwise_cosine(Hp[sel])
+        except ValueError:
+            rho[name] = None
+    res = {"success": residual_norm(S[True], n_s, u1) if n_s else None,
+           "failure": residual_norm(S[False], n_f, u1) if n_f else None}
+    ratio = res["failure"] / res["success"] if res["success"] and res["failure"] is not None else None
+    base = float(clt_residual_ratio(n_s, n_f)) if n_s and n_f else None
+    n_traj = {"success": sum(1 for s in usable if s[2]), "failure": sum(1 for s in usable if not s[2])}
+    return {
+        "checkpoint": str(checkpoint),
+        "device": str(dev),
+        "n_trajectories": n_traj,
+        "n_skipped_trajectories": n_skipped,
+        "n_tokens": {"success": n_s, "failure": n_f},
+        "hidden_size": d,
+        "vocab_size": V,
+        "u1_energy_fraction": spectra.rank1_fraction(spec),
+        "rho_perp": {**rho, "ratio": (rho["success"] / rho["failure"]
+                                      if rho["success"] is not None and rho["failure"] else None)},
+        "residual_norm": res,
+        "residual_ratio": ratio,
+        "clt_baseline": base,
+        "ratio_over_baseline": ratio / base if ratio is not None and base else None,
+        "paper": {"clt_baseline": PAPER["clt_baseline"], "n_success": PAPER["n_success"],
+                  "n_failure": PAPER["n_failure"], "residual_ratio_measured": list(PAPER["residual_ratio_measured"]),
+                  "rho_ratio": list(PAPER["rho_ratio"])},
+        "settings": {"temperature": float(temperature), "batch_size": int(batch_size),
+                     "tokenizer": None if tok_dir is None else str(tok_dir), "dtype": str(model.dtype)},
+        "timing_s": time.perf_counter() - t0,
+    }

@@ -1,0 +1,749 @@
+"""ΔW analysis of Hugging Face checkpoints (FADE (000) Sec. 4.2, Sec. 5 table, App. 15).
+
+For each RL checkpoint against a base (SFT) checkpoint, tensor by tensor,
+``ΔW_t = W_rl,t − W_base,t``, streamed one tensor at a time from both checkpoints
+(:mod:`analysis.checkpoints`), on the GPU when present:
+
+=========================  =================================================================  ======================
+quantity                   definition                                                         source
+=========================  =================================================================  ======================
+``global_l2``              ``‖ΔW‖_F = sqrt(Σ_t ‖ΔW_t‖_F²)`` over every floating-point tensor  App. 15 "global L2"
+``relative_l2``            ``‖ΔW‖_F / ‖W_base‖_F`` (same entries)                             —
+``l2_share`` (tensor)      ``‖ΔW_t‖_F² / Σ_s ‖ΔW_s‖_F²``; sums to 1                           App. 15 "per-layer L2"
+``l2_share`` (layer)       sum of the shares of the block's tensors                           App. 15
+``output_head.l2_share``   the head's share: FADE Sec. 5 table column "OH"                    Sec. 5 table
+``density[tol]``           fraction of entries with ``|ΔW| > tol``, tol ∈ {0, 1e-5, 1e-4,    "RL finetunes small
+                           1e-3}; per tensor and global                                       subnetworks" analysis
+``s1_s2``                  ``σ_1/σ_2`` of ``ΔW_t``                                            Sec. 5 table, Fig. 5
+``rank1_fraction``         ``r_1 = σ_1²/‖ΔW_t‖_F²`` (exact ``‖·‖_F``)                          Eq. 8, App. 15.1 Eq. 33
+``srank[δ]``               ``min{k : Σ_{i≤k}σ_i / Σσ_i ≥ 1−δ}``, δ ∈ {0.01, 0.05, 0.1}        Fig. 5
+``stable_rank``            ``‖ΔW‖_F²/σ_1²``; ``effective_rank`` Roy & Vetterli (2007)         —
+``u_negative_fraction``    fraction of vocabulary entries of the head's leading left          App. 15.1 ("99.93-99.97%
+                           singular vector ``u`` below 0 (sign: largest ``|u_i|`` positive)   of tokens negative")
+``u_energy_share[f]``      ``Σ`` of the largest ``⌈f·V⌉`` values ``u_i²`` (``‖u‖ = 1``),        App. 15.1 ("50% of
+                           f ∈ {0.01, 0.22}; ``u_vocab_fraction_for_half_energy``             energy in ~22% of vocab")
+``inner_s1_s2_mean``       mean ``s1/s2`` over the 2-D weights of the transformer blocks      issue; see docs
+``inner_l2_share_mean``    mean over blocks of the block's ``l2_share``                       Sec. 5 table "Inner"
+alignment                  ``|cos|`` of leading ``u``, ``v`` of each checkpoint's ``ΔW``        Table 12
+                           vs the last checkpoint (head; early/mid/late thirds of blocks)
+clustering                 pairwise ``cos(vec ΔW_a, vec ΔW_b)`` (global, per layer),            App. 15 "pairwise cosine
+                           average-linkage clustering on ``1 − cos``; ``|cos|`` of head u, v   ... hierarchical clustering"
+=========================  =================================================================  ======================
+
+All singular values go through :mod:`analysis.spectra` (the output head: its full
+spectrum, computed through the ``d × d`` Gram matrix; other weights: the top ``top_k``
+values, or all with ``full_spectrum=True``).  Sums of squares, dot products and counts are
+accumulated in float64.
+
+Memory: the base tensor and one ``ΔW`` in float32 (plus the stored tensor being read and
+``analysis.spectra``'s workspace), i.e. about 3× the largest tensor in float32; never two
+models.  With several checkpoints the pairwise dot products of their ``ΔW_t`` are computed
+from the ``ΔW_t`` kept in memory when they fit in one largest-tensor budget, else in row
+blocks re-read from the files.
+
+Entry points: :func:`diff` (the report document, ``report.json``) and :func:`series`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+import os
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+import torch
+
+from . import spectra
+from .checkpoints import Checkpoint, TensorPair, has_tokenizer, load_tokenizer, open_checkpoint, pair_tensors
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["diff", "series", "to_frame", "TOLERANCES", "SRANK_DELTAS", "ENERGY_FRACTIONS", "thirds", "LAYERS"]
+
+#: density thresholds |ΔW| > tol
+TOLERANCES = (0.0, 1e-5, 1e-4, 1e-3)
+#: δ of srank_δ for the output head
+SRANK_DELTAS = (0.01, 0.05, 0.1)
+#: fractions of the vocabulary whose share of ‖u‖² is reported
+ENERGY_FRACTIONS = (0.01, 0.22)
+#: accepted values of ``layers=``
+LAYERS = ("all", "head")
+N_TOP_TOKENS = 20
+N_QUANTILES = 201
+_CHUNK = 1 << 17            # float64 accumulation chunk on the CPU (entries): 1.6 MiB of temporaries
+_CHUNK_CUDA = 1 << 24       # on CUDA: fewer kernel launches (128 MiB of float64 temporaries)
+_SPECTRA_BLOCK = 8          # analysis.spectra's float64 row blocks: at most 1/8 of the matrix ...
+_SPECTRA_MAX_ELEMS = 1 << 23  # ... and at most its default 64 MiB
+_TORCH_ON_CPU = False       # tests only: run the torch (CUDA) code path on CPU tensors
+#: OpenBLAS threads during a CPU diff (``None``: leave the process's setting).  numpy and scipy
+#: each bundle their own OpenBLAS; their two thread pools, alternating call by call, busy-wait
+#: against each other: on the 2-core test machine (load 3-5 from other jobs) the 0.5B benchmark
+#: took 226 s with the default 2 threads in both, 177 s / 242 s with one of them at 1, and 36 s
+#: with both at 1 (at load 1.5: 25.9 s with 2 threads, 23.0 s with 1).  The previous setting is
+#: restored afterwards.
+CPU_BLAS_THREADS: int | None = 1
+
+
+def _key(x: float) -> str:
+    """JSON key of a tolerance / δ / fraction: ``0`` → ``"0"``, ``1e-5`` → ``"1e-05"``."""
+    return f"{x:g}"
+
+
+def _finite(x: Any) -> float | None:
+    """A JSON-safe float: ``None`` for inf/NaN (e.g. ``s1/s2`` of an exactly rank-1 ``ΔW``)."""
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+# ----------------------------------------------------------- array backend
+class _Ops:
+    """numpy on the CPU (one BLAS with analysis.spectra, see its docs), torch on CUDA."""
+
+    def __init__(self, device: torch.device):
+        self.dev = device
+        self.torch = device.type != "cpu" or _TORCH_ON_CPU
+        # |x| > tol for float32 x  <=>  |x| > t32, t32 the largest float32 <= tol (exact)
+        self.t32 = []
+        for t in TOLERANCES:
+            f = np.float32(t)
+            if float(f) > t:
+                f = np.nextafter(f, np.float32(-np.inf))
+            self.t32.append(float(f))
+
+    def load(self, ck: Checkpoint, name: str, start: int = 0, stop: int | None = None) -> Any:
+        return ck.read_float(name, start, stop, device=self.dev, use_torch=self.torch)
+
+    def sub_(self, d: Any, b: Any) -> Any:
+        if self.torch:
+            d = d.to(torch.float64) if b.dtype == torch.float64 and d.dtype != torch.float64 else d
+            return d.sub_(b.to(d.dtype))
+        if b.dtype == np.float64 and d.dtype != np.float64:
+            d = d.astype(np.float64)
+        np.subtract(d, b, out=d, casting="unsafe")
+        return d
+
+    def stats(self, x: Any, counts: bool = True) -> tuple[float, list[int]]:
+        """``(Σ x², [#{|x| > tol} for tol in TOLERANCES])`` with float64 sums."""
+        ths = self.t32 if x.dtype in (np.float32, torch.float32) else list(TOLERANCES)
+        flat = x.reshape(-1)
+        if self.torch:
+            s = torch.zeros((), dtype=torch.float64, device=flat.device)
+            c = torch.zeros(len(ths), dtype=torch.int64, device=flat.device)
+            step = _CHUNK if flat.device.type == "cpu" else _CHUNK_CUDA
+            for i in range(0, flat.numel(), step):
+                part = flat[i:i + step]
+                p64 = part.to(torch.float64)
+                s += torch.dot(p64, p64)
+                if counts:
+                    a = part.abs()
+                    c += torch.stack([(a > t).sum() for t in ths])
+            return float(s), [int(v) for v in c.tolist()]
+        s = 0.0
+        cnt = [0] * len(ths)
+        for i in range(0, flat.size, _CHUNK):
+            part = flat[i:i + _CHUNK]
+            p64 = part.astype(np.float64)
+            s += float(np.dot(p64, p64))
+            if counts:
+                a = np.abs(part)
+                for j, t in enumerate(ths):
+                    cnt[j] += int(np.count_nonzero(a > t))
+        return s, cnt
+
+    def gram(self, rows: list[Any]) -> np.ndarray:
+        """``M Mᵀ`` (float64) for ``M`` = the flattened arrays of ``rows`` stacked."""
+        n = len(rows)
+        flats = [r.reshape(-1) for r in rows]
+        size = int(flats[0].numel() if self.torch else flats[0].size)
+        step = max(1, _CHUNK // n)
+        if self.torch:
+            G = torch.zeros(n, n, dtype=torch.float64, device=flats[0].device)
+            for i in range(0, size, step):
+                M = torch.stack([f[i:i + step].to(torch.float64) for f in flats])
+                G += M @ M.T
+            return G.cpu().numpy()
+        G = np.zeros((n, n))
+        for i in range(0, size, step):
+            M = np.stack([f[i:i + step].astype(np.float64) for f in flats])
+            G += M @ M.T
+        return G
+
+    def nbytes(self, shape: Sequence[int]) -> int:
+        return 4 * int(math.prod(shape))
+
+
+# ---------------------------------------------------------------- helpers
+def _openblas_pools() -> list[tuple[Any, Any]]:
+    """``(get_num_threads, set_num_threads)`` of every OpenBLAS library loaded in this process
+    (numpy's and scipy's bundled ``scipy_openblas``, or a system ``libopenblas``); Linux only."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.split()[-1].startswith("/")})
+    except OSError:
+        return []
+    out = []
+    for p in paths:
+        try:
+            lib = ctypes.CDLL(p)
+        except OSError:
+            continue
+        for name in ("openblas", "scipy_openblas"):
+            for suffix in ("", "64_"):
+                get = getattr(lib, f"{name}_get_num_threads{suffix}", None)
+                put = getattr(lib, f"{name}_set_num_threads{suffix}", None)
+                if get is not None and put is not None:
+                    out.append((get, put))
+    return out
+
+
+@contextlib.contextmanager
+def _blas_threads(n: int | None):
+    """Run the block with ``n`` OpenBLAS threads in every loaded OpenBLAS (``None``: unchanged)."""
+    pools = _openblas_pools() if n is not None else []
+    old = [int(get()) for get, _ in pools]
+    for _, put in pools:
+        put(int(n))
+    try:
+        yield
+    finally:
+        for (_, put), o in zip(pools, old):
+            put(o)
+
+
+_STEP_RE = re.compile(r"checkpoint-(\d+)$")
+
+
+def _step_of(path: str) -> int | None:
+    m = _STEP_RE.search(os.path.basename(os.path.normpath(str(path))))
+    return int(m.group(1)) if m else None
+
+
+def series(run_dir: str | os.PathLike) -> list[str]:
+    """The ``checkpoint-*`` directories of a training run, in step order.
+
+    ``run_dir/checkpoint-<step>`` (any zero padding, e.g. ``checkpoint-000200`` as the
+    trainer writes them, or ``checkpoint-200`` as transformers' Trainer does) that contain
+    a ``config.json``; temporary or partial directories (other names) are ignored.
+    Raises ``ValueError`` if ``run_dir`` is not a directory or holds none.
+    """
+    p = Path(run_dir)
+    if not p.is_dir():
+        raise ValueError(f"run_dir must be a training-run directory holding checkpoint-* folders, "
+                         f"got {str(run_dir)!r} (not a directory)")
+    found = []
+    for c in p.iterdir():
+        m = re.fullmatch(r"checkpoint-(\d+)", c.name)
+        if m and c.is_dir() and (c / "config.json").is_file():
+            found.append((int(m.group(1)), str(c)))
+    if not found:
+        raise ValueError(f"run_dir must hold checkpoint-<step> directories with a config.json, "
+                         f"found none in {str(run_dir)!r}")
+    return [c for _, c in sorted(found)]
+
+
+def thirds(n_layers: int) -> dict[str, list[int]]:
+    """Blocks ``0 … L−1`` split into early / mid / late thirds (FADE Table 12):
+    ``numpy.array_split`` sizes, the first thirds one larger when ``L`` is not a multiple of 3."""
+    parts = np.array_split(np.arange(n_layers), 3)
+    return {k: [int(i) for i in p] for k, p in zip(("early", "mid", "late"), parts)}
+
+
+def _device_name(dev: torch.device) -> str:
+    if dev.type == "cuda":
+        idx = dev.index if dev.index is not None else torch.cuda.current_device()
+        return f"cuda:{idx} ({torch.cuda.get_device_name(idx)})"
+    return "cpu"
+
+
+def _check_args(base: Any, checkpoints: Any, top_k: Any, layers: Any, tokenizer: Any,
+                full_spectrum: Any, progress: Any) -> list[str]:
+    if not isinstance(base, (str, os.PathLike)):
+        raise ValueError(f"base must be a checkpoint directory path (str), got {base!r}")
+    if isinstance(checkpoints, (str, os.PathLike)) or not isinstance(checkpoints, Sequence):
+        raise ValueError(f"checkpoints must be a non-empty sequence of checkpoint directory paths, "
+                         f"got {checkpoints!r}")
+    cks = list(checkpoints)
+    if not cks or not all(isinstance(c, (str, os.PathLike)) for c in cks):
+        raise ValueError(f"checkpoints must be a non-empty sequence of checkpoint directory paths, "
+                         f"got {checkpoints!r}")
+    if not isinstance(top_k, (int, np.integer)) or isinstance(top_k, bool) or top_k < 2:
+        raise ValueError(f"top_k must be an integer >= 2 (singular values per weight matrix), got {top_k!r}")
+    if layers not in LAYERS:
+        raise ValueError(f"layers must be one of {LAYERS}, got {layers!r}")
+    if tokenizer is not None and not isinstance(tokenizer, (str, os.PathLike)):
+        raise ValueError(f"tokenizer must be None or a tokenizer directory path, got {tokenizer!r}")
+    for nm, v in (("full_spectrum", full_spectrum), ("progress", progress)):
+        if not isinstance(v, (bool, np.bool_)):
+            raise ValueError(f"{nm} must be True or False, got {v!r}")
+    return [str(c) for c in cks]
+
+
+# ------------------------------------------------------------ head vector
+def u_statistics(u: np.ndarray) -> dict[str, Any]:
+    """Statistics of the head's leading left singular vector ``u`` (unit norm, length V).
+
+    ``u_negative_fraction`` = #{u_i < 0}/V; ``u_energy_share[f]`` = Σ of the ``⌈f·V⌉``
+    largest ``u_i²`` over ``Σ u_i²``; ``u_vocab_fraction_for_half_energy`` = the smallest
+    fraction of tokens holding half of ``Σ u_i²``; ``u_quantiles``: ``u`` sorted ascending
+    at ``N_QUANTILES`` evenly spaced ranks (for plots).  FADE (000) App. 15.1.
+    """
+    u = np.asarray(u, dtype=np.float64)
+    V = u.size
+    e = np.sort(u * u)[::-1]
+    cum = np.cumsum(e) / e.sum()
+    share = {_key(f): float(cum[min(V, max(1, math.ceil(f * V))) - 1]) for f in ENERGY_FRACTIONS}
+    half = int(np.searchsorted(cum, 0.5, side="left")) + 1
+    q = np.sort(u)[np.linspace(0, V - 1, min(N_QUANTILES, V)).round().astype(int)]
+    return {"u_negative_fraction": float(np.mean(u < 0)), "u_energy_share": share,
+            "u_vocab_fraction_for_half_energy": half / V, "u_quantiles": [float(x) for x in q]}
+
+
+def _top_tokens(u: np.ndarray, tok: Any, n: int) -> list[dict[str, Any]]:
+    order = np.argsort(u, kind="stable")
+    pos = order[::-1][:n]
+    neg = order[:n]
+    out = []
+    for sign, ids in (("+", pos), ("-", neg)):
+        for rank, i in enumerate(ids, 1):
+            i = int(i)
+            out.append({"sign": sign, "rank": rank, "token_id": i, "u": float(u[i]),
+                        "token": _decode(tok, i)})
+    return out
+
+
+def _decode(tok: Any, i: int) -> str | None:
+    if tok is None:
+        return None
+    try:
+        return str(tok.decode([i]))
+    except Exception:  # an id beyond the tokenizer's vocabulary (padded embedding rows)
+        return None
+
+
+# --------------------------------------------------------------- the diff
+class _Run:
+    """Accumulators for one RL checkpoint."""
+
+    def __init__(self, ck: Checkpoint, pairs: list[TensorPair]):
+        self.ck = ck
+        self.pairs = {p.name: p for p in pairs}
+        self.records: list[dict[str, Any]] = []
+        self.vectors: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.sumsq = 0.0
+        self.base_sumsq = 0.0
+        self.count = 0
+        self.above = [0] * len(TOLERANCES)
+        self.head: dict[str, Any] | None = None
+        self.notes: list[str] = []
+
+
+def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: int = 64,
+         layers: str = "all", tokenizer: str | None = None, full_spectrum: bool = False,
+         progress: bool = True) -> dict:
+    """Compare RL checkpoints with their base checkpoint; return the ``report.json`` document.
+
+    Parameters
+    ----------
+    base : str
+        Base (SFT) checkpoint directory (``config.json`` + ``model.safetensors`` or shards).
+    checkpoints : sequence of str
+        One or more RL checkpoint directories of the same architecture (e.g. several runs,
+        or :func:`series` of one run in step order).
+    device : "auto", "cpu", "cuda", "cuda:N"
+        Where differences, reductions and SVDs run (``"auto"``: CUDA when available).
+        Numbers agree across devices to float rounding.
+    top_k : int
+        Leading singular values computed for every 2-D weight other than the output head
+        (whose full spectrum is always computed).  ``>= 2``.
+    layers : "all" or "head"
+        ``"head"``: SVD metrics for the output head only (norms and densities still cover
+        every tensor, as the head's L2 share needs them).
+    tokenizer : str, optional
+        Tokenizer directory to decode the top ± tokens of ``u``; default: the first of the
+        last checkpoint / base that holds tokenizer files (none: token ids only).
+    full_spectrum : bool
+        All singular values of every weight (adds ``effective_rank`` and ``srank``).
+    progress : bool
+        tqdm progress bar over tensors.
+
+    Returns
+    -------
+    dict
+        ``{"base", "device", "settings", "checkpoints": [...], "alignment", "clustering",
+        "skipped_tensors", "timing_s"}``; see ``docs/checkpoint_diff.md`` for every key.
+        Non-finite values (``s1/s2`` of an exactly rank-1 ``ΔW``) are ``None``.
+
+    Raises
+    ------
+    ValueError
+        Bad arguments; a directory that is not a checkpoint; different architectures or
+        shapes; a missing tensor; a truncated or corrupt safetensors file; NaN/Inf in a
+        weight.  Messages start with ``base`` / ``checkpoints[i]`` and name the file and
+        tensor.
+    """
+    t0 = time.perf_counter()
+    paths = _check_args(base, checkpoints, top_k, layers, tokenizer, full_spectrum, progress)
+    dev = spectra.resolve_device(device)
+    ops = _Ops(dev)
+    b = open_checkpoint(base, "base")
+    cks = [open_checkpoint(p, f"checkpoints[{i}]") for i, p in enumerate(paths)]
+    all_pairs = []
+    skipped: list[str] = []
+    for ck in cks:
+        pairs, skipped = pair_tensors(b, ck)
+        all_pairs.append(pairs)
+    if b.head is None:
+        raise ValueError(f"base: no output head found in {str(b.path)!r} (looked for lm_head.weight, "
+                         f"embed_out.weight, output.weight, or a tied input embedding)")
+    tok = None
+    tok_dir = tokenizer
+    tok_note = None
+    if tok_dir is not None:
+        tok = load_tokenizer(tok_dir, "tokenizer")
+    else:  # found by itself: a tokenizer that cannot be loaded only costs the decoded tokens
+        tok_dir = next((p for p in (paths[-1], base) if has_tokenizer(p)), None)
+        if tok_dir is not None:
+            try:
+                tok = load_tokenizer(tok_dir, "tokenizer")
+            except ValueError as err:
+                tok_note, tok_dir = f"top tokens not decoded: {err}", None
+
+    runs = [_Run(ck, pairs) for ck, pairs in zip(cks, all_pairs)]
+    n = len(runs)
+    names = [p.name for p in all_pairs[0]]
+    budget = max(ops.nbytes(p.compared_shape) for p in all_pairs[0])
+    cross = {nm: np.zeros((n, n)) for nm in names} if n >= 2 else None
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=len(names) * n, desc="ΔW", unit="tensor")
+    stack = contextlib.ExitStack()
+    if dev.type == "cpu":
+        stack.enter_context(_blas_threads(CPU_BLAS_THREADS))
+    try:
+        for name in names:
+            rows_needed = max(r.pairs[name].rows for r in runs)
+            B = ops.load(b, name, 0, rows_needed)
+            base_ss: dict[int, float] = {}
+            fits = n * ops.nbytes(runs[0].pairs[name].compared_shape) <= budget
+            keep: list[Any] | None = [] if n >= 2 and fits else None
+            for r in runs:
+                p = r.pairs[name]
+                if p.rows not in base_ss:
+                    base_ss[p.rows] = ops.stats(B[:p.rows], counts=False)[0]
+                D = ops.sub_(ops.load(r.ck, name, 0, p.rows), B[:p.rows])
+                _measure(r, p, D, base_ss[p.rows], ops, dev, top_k, layers, full_spectrum, vectors=n >= 2)
+                if keep is not None:
+                    keep.append(D)
+                del D
+                if bar is not None:
+                    bar.update(1)
+            if cross is not None:
+                if keep is not None and len({r.pairs[name].rows for r in runs}) == 1:
+                    cross[name] = ops.gram(keep)
+                else:
+                    cross[name] = _blocked_gram(runs, name, B, ops)
+            del keep, B
+    finally:
+        stack.close()
+        if bar is not None:
+            bar.close()
+
+    doc: dict[str, Any] = {
+        "base": str(base),
+        "device": _device_name(dev),
+        "settings": {"top_k": int(top_k), "layers": layers, "full_spectrum": bool(full_spectrum),
+                     "tolerances": list(TOLERANCES), "srank_deltas": list(SRANK_DELTAS),
+                     "energy_fractions": list(ENERGY_FRACTIONS),
+                     "tokenizer": None if tok_dir is None else str(tok_dir), "tokenizer_note": tok_note},
+        "architecture": {"model_type": b.model_type, "num_layers": b.num_layers,
+                         "output_head": b.head, "tied_embeddings": b.tied,
+                         "n_tensors": len(names)},
+        "checkpoints": [_finish(r, b, tok) for r in runs],
+        "alignment": _alignment(runs, b, paths) if n >= 2 else None,
+        "clustering": _clustering(runs, cross, b, paths) if cross is not None else None,
+        "skipped_tensors": skipped,
+    }
+    doc["timing_s"] = time.perf_counter() - t0
+    return doc
+
+
+def _blocked_gram(runs: list[_Run], name: str, B: Any, ops: _Ops) -> np.ndarray:
+    """Pairwise ``<ΔW_a, ΔW_b>`` over the rows common to all runs, re-reading row blocks
+    so that the ``n`` blocks together take about one tensor of memory."""
+    n = len(runs)
+    rows = min(r.pairs[name].rows for r in runs)
+    shape = runs[0].pairs[name].shape
+    if len(shape) < 2:
+        blocks = [(0, rows)]
+    else:
+        step = max(1, rows // n)
+        blocks = [(i, min(i + step, rows)) for i in range(0, rows, step)]
+    G = np.zeros((n, n))
+    for lo, hi in blocks:
+        Ds = [ops.sub_(ops.load(r.ck, name, lo, hi), B[lo:hi]) for r in runs]
+        G += ops.gram(Ds)
+        del Ds
+    return G
+
+
+def _measure(r: _Run, p: TensorPair, D: Any, base_ss: float, ops: _Ops, dev: torch.device,
+             top_k: int, layers: str, full_spectrum: bool, vectors: bool) -> None:
+    """Norms, densities and (2-D weights) SVD metrics of one ``ΔW_t``; the leading singular
+    vectors of the head always, of the other weights when ``vectors`` (alignment needs them)."""
+    ss, cnt = ops.stats(D)
+    size = int(math.prod(p.compared_shape)) if p.compared_shape else 1
+    r.sumsq += ss
+    r.base_sumsq += base_ss
+    r.count += size
+    r.above = [a + c for a, c in zip(r.above, cnt)]
+    rec: dict[str, Any] = {
+        "name": p.name, "kind": p.kind, "layer": p.layer, "shape": list(p.shape),
+        "rows_compared": p.rows, "l2": math.sqrt(ss), "base_l2": math.sqrt(base_ss),
+        "relative_l2": math.sqrt(ss / base_ss) if base_ss > 0 else None,
+        "l2_share": None,  # filled in when all tensors are seen
+        "density": {_key(t): c / size for t, c in zip(TOLERANCES, cnt)},
+        "s1": None, "s2": None, "s1_s2": None, "rank1_fraction": None, "stable_rank": None,
+    }
+    if p.vocab_resized:
+        rec["vocab_rows"] = {"base": p.base_rows, "checkpoint": p.other_rows}
+    is_head = p.kind == "head"
+    if len(p.shape) == 2 and min(p.compared_shape) >= 1 and (layers == "all" or is_head):
+        if ss == 0.0:
+            rec["note"] = "unchanged (ΔW = 0): SVD metrics undefined"
+        else:
+            d = min(p.compared_shape)
+            full = is_head or full_spectrum
+            k = None if full else min(top_k, d)
+            tall, short = max(p.compared_shape), min(p.compared_shape)
+            block_rows = max(1, min(_SPECTRA_MAX_ELEMS // short, -(-tall // _SPECTRA_BLOCK)))
+            nv = 1 if (is_head or vectors) else 0
+            spec = spectra.spectrum(D, k, n_vectors=nv, device=dev, block_rows=block_rows)
+            s = spec.s
+            rec.update({
+                "s1": float(s[0]), "s2": float(s[1]) if len(s) > 1 else 0.0,
+                "s1_s2": _finite(spectra.s1_s2(spec)),
+                "rank1_fraction": spectra.rank1_fraction(spec),
+                "stable_rank": spectra.stable_rank(spec),
+                "n_singular_values": int(len(s)),
+            })
+            if full:
+                rec["effective_rank"] = spectra.effective_rank(spec)
+                rec["srank"] = {_key(dl): int(kv) for dl, kv in
+                                zip(SRANK_DELTAS, np.atleast_1d(spectra.srank(spec, list(SRANK_DELTAS))))}
+            if is_head:
+                rec["singular_values"] = [float(x) for x in s]
+            else:
+                rec["top_singular_values"] = [float(x) for x in s[:top_k]]
+            if nv:
+                assert spec.u is not None and spec.v is not None
+                keep_dt = np.float64 if is_head else np.float32   # the head's u feeds the u statistics
+                r.vectors[p.name] = (spec.u[:, 0].astype(keep_dt), spec.v[:, 0].astype(keep_dt))
+    r.records.append(rec)
+
+
+def _finish(r: _Run, b: Checkpoint, tok: Any) -> dict[str, Any]:
+    """The per-checkpoint entry of the document from the accumulators."""
+    total = r.sumsq
+    for rec in r.records:
+        rec["l2_share"] = (rec["l2"] ** 2 / total) if total > 0 else 0.0
+    if total == 0.0:
+        r.notes.append("the checkpoint is identical to the base (ΔW = 0 everywhere)")
+    recs = {rec["name"]: rec for rec in r.records}
+    head_rec = dict(recs[b.head])
+    head: dict[str, Any] = {k: head_rec.get(k) for k in
+                            ("name", "shape", "rows_compared", "l2", "l2_share", "relative_l2", "density",
+                             "s1", "s2", "s1_s2", "rank1_fraction", "stable_rank", "effective_rank")}
+    head["tied"] = b.tied
+    head["srank"] = head_rec.get("srank")
+    head["singular_values"] = head_rec.get("singular_values", [])
+    if b.head in r.vectors:
+        u, v = r.vectors[b.head]
+        head.update(u_statistics(u))
+        head["top_tokens"] = _top_tokens(u.astype(np.float64), tok, N_TOP_TOKENS)
+    else:
+        head.update({"u_negative_fraction": None, "u_energy_share": None,
+                     "u_vocab_fraction_for_half_energy": None, "u_quantiles": [], "top_tokens": []})
+    vocab_note = None
+    hp = r.pairs[b.head]
+    resized = [p for p in r.pairs.values() if p.vocab_resized]
+    if resized:
+        vocab_note = (f"vocabulary resized: base has {hp.base_rows} rows, this checkpoint {hp.other_rows}; "
+                      f"the first {hp.rows} rows (the common tokens) of "
+                      f"{', '.join(p.name for p in resized)} are compared, the other "
+                      f"{abs(hp.base_rows - hp.other_rows)} rows are ignored")
+    per_layer = []
+    L = b.num_layers
+    for i in range(L):
+        lr = [rec for rec in r.records if rec["layer"] == i]
+        ss = sum(rec["l2"] ** 2 for rec in lr)
+        bs = sum(rec["base_l2"] ** 2 for rec in lr)
+        s12 = [rec["s1_s2"] for rec in lr if rec["s1_s2"] is not None]
+        r1 = [rec["rank1_fraction"] for rec in lr if rec["rank1_fraction"] is not None]
+        per_layer.append({"layer": i, "l2": math.sqrt(ss), "l2_share": ss / total if total > 0 else 0.0,
+                          "relative_l2": math.sqrt(ss / bs) if bs > 0 else None,
+                          "s1_s2_mean": float(np.mean(s12)) if s12 else None,
+                          "rank1_fraction_mean": float(np.mean(r1)) if r1 else None,
+                          "n_matrices": len(s12)})
+    inner = [rec for rec in r.records if rec["kind"] == "block"]
+    inner_s12 = [rec["s1_s2"] for rec in inner if rec["s1_s2"] is not None]
+    inner_r1 = [rec["rank1_fraction"] for rec in inner if rec["rank1_fraction"] is not None]
+    n_inf = sum(1 for rec in inner if rec.get("rank1_fraction") is not None and rec["s1_s2"] is None)
+    groups = {}
+    for kind in ("head", "embedding", "block", "other"):
+        groups[kind] = sum(rec["l2_share"] for rec in r.records if rec["kind"] == kind)
+    out = {
+        "path": str(r.ck.path),
+        "step": _step_of(str(r.ck.path)),
+        "global_l2": math.sqrt(total),
+        "base_l2": math.sqrt(r.base_sumsq),
+        "relative_l2": math.sqrt(total / r.base_sumsq) if r.base_sumsq > 0 else None,
+        "density": {_key(t): a / r.count for t, a in zip(TOLERANCES, r.above)},
+        "n_entries": r.count,
+        "output_head": head,
+        "layers": r.records,
+        "per_layer": per_layer,
+        "l2_share_by_kind": groups,
+        "inner_s1_s2_mean": float(np.mean(inner_s12)) if inner_s12 else None,
+        "inner_rank1_fraction_mean": float(np.mean(inner_r1)) if inner_r1 else None,
+        "inner_l2_share_mean": float(np.mean([pl["l2_share"] for pl in per_layer])) if per_layer else None,
+        "inner_n_matrices": len(inner_s12),
+        "vocab_note": vocab_note,
+        "notes": r.notes + ([f"{n_inf} block matrices have σ2 = 0 (s1/s2 infinite), left out of "
+                             f"inner_s1_s2_mean"] if n_inf else []),
+    }
+    return out
+
+
+# ------------------------------------------------ across checkpoints / runs
+def _abs_cos(a: np.ndarray, b: np.ndarray) -> float:
+    m = min(a.size, b.size)
+    a, b = a[:m].astype(np.float64), b[:m].astype(np.float64)
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    return float(abs(a @ b) / (na * nb)) if na > 0 and nb > 0 else 0.0
+
+
+def _alignment(runs: list[_Run], b: Checkpoint, paths: list[str]) -> dict[str, Any]:
+    """|cos| of each checkpoint's leading u, v against the last checkpoint's (FADE Table 12)."""
+    last = runs[-1]
+    L = b.num_layers
+    parts = thirds(L)
+
+    def cos(name: str) -> list[tuple[float | None, float | None]]:
+        out = []
+        for r in runs:
+            if name in r.vectors and name in last.vectors:
+                (u, v), (ul, vl) = r.vectors[name], last.vectors[name]
+                out.append((_abs_cos(u, ul), _abs_cos(v, vl)))
+            else:
+                out.append((None, None))
+        return out
+
+    head = cos(b.head)
+    block_mats = [n for n in last.vectors if last.pairs[n].kind == "block"]
+    per_layer: dict[int, list[list[tuple]]] = {i: [] for i in range(L)}
+    for nm in block_mats:
+        per_layer[last.pairs[nm].layer].append(cos(nm))
+
+    def mean_over(layers_: list[int], which: int) -> list[float | None]:
+        res = []
+        for j in range(len(runs)):
+            vals = [c[j][which] for i in layers_ for c in per_layer[i] if c[j][which] is not None]
+            res.append(float(np.mean(vals)) if vals else None)
+        return res
+
+    return {
+        "reference": paths[-1],
+        "checkpoints": paths,
+        "steps": [_step_of(p) for p in paths],
+        "output_head": {"name": b.head, "u": [c[0] for c in head], "v": [c[1] for c in head]},
+        "thirds": {k: {"layers": ls, "u": mean_over(ls, 0), "v": mean_over(ls, 1)} for k, ls in parts.items()},
+        "per_layer": [{"layer": i, "u": mean_over([i], 0), "v": mean_over([i], 1)} for i in range(L)],
+        "note": "|cos| between the leading singular vectors of each checkpoint's ΔW and those of the "
+                "last checkpoint; blocks: mean over the 2-D weights of the layers of each third",
+    }
+
+
+def _clustering(runs: list[_Run], cross: dict[str, np.ndarray], b: Checkpoint,
+                paths: list[str]) -> dict[str, Any]:
+    """Pairwise cosine of the flattened ΔW (global and per layer), average-linkage
+    hierarchical clustering on 1 − cos (scipy), |cos| of the head's u and v between runs."""
+    from scipy.cluster.hierarchy import leaves_list, linkage
+    from scipy.spatial.distance import squareform
+
+    n = len(runs)
+
+    def cosine(G: np.ndarray) -> np.ndarray:
+        d = np.sqrt(np.clip(np.diag(G), 0, None))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            C = G / np.outer(d, d)
+        C[~np.isfinite(C)] = 0.0
+        C = np.clip(C, -1.0, 1.0)
+        np.fill_diagonal(C, np.where(d > 0, 1.0, 0.0))
+        return C
+
+    groups: dict[str, np.ndarray] = {}
+    for nm, G in cross.items():
+        p = runs[0].pairs[nm]
+        g = f"layer {p.layer}" if p.layer is not None else ("output head" if p.kind == "head" else p.kind)
+        groups[g] = groups.get(g, 0) + G
+    total = sum(cross.values())
+    C = cosine(total)
+    Dm = np.clip(1.0 - C, 0.0, 2.0)
+    np.fill_diagonal(Dm, 0.0)
+    Z = linkage(squareform(Dm, checks=False), method="average")
+
+    def vec_cos(which: int) -> list[list[float | None]]:
+        out = []
+        for ra in runs:
+            row = []
+            for rb in runs:
+                if b.head in ra.vectors and b.head in rb.vectors:
+                    row.append(_abs_cos(ra.vectors[b.head][which], rb.vectors[b.head][which]))
+                else:
+                    row.append(None)
+            out.append(row)
+        return out
+
+    order = sorted(groups, key=lambda g: (0, int(g.split()[1])) if g.startswith("layer ") else (1, g))
+    return {
+        "labels": paths,
+        "cosine_global": C.tolist(),
+        "cosine_per_layer": {g: cosine(groups[g]).tolist() for g in order},
+        "linkage": Z.tolist(),
+        "leaf_order": [int(i) for i in leaves_list(Z)],
+        "method": "average",
+        "distance": "1 - cos",
+        "head_u_abs_cos": vec_cos(0),
+        "head_v_abs_cos": vec_cos(1),
+        "n": n,
+    }
+
+
+def to_frame(doc: dict) -> "pd.DataFrame":
+    """The per-tensor records of a :func:`diff` document as one long pandas DataFrame.
+
+    One row per (checkpoint, tensor): ``checkpoint`` (path), ``step``, ``name``, ``kind``,
+    ``layer``, ``l2``, ``relative_l2``, ``l2_share``, ``s1``, ``s2``, ``s1_s2``,
+    ``rank1_fraction``, ``stable_rank`` and ``density_<tol>`` columns.
+    """
+    import pandas as pd
+
+    rows = []
+    for c in doc["checkpoints"]:
+        for r in c["layers"]:
+            row = {"checkpoint": c["path"], "step": c.get("step")}
+            row.update({k: r.get(k) for k in ("name", "kind", "layer", "l2", "relative_l2", "l2_share", "s1", "s2",
+                                               "s1_s2", "rank1_fraction", "stable_rank")})
+            row.update({f"density_{k}": v for k, v in r["density"].items()})
+            rows.append(row)
+    return pd.DataFrame(rows)

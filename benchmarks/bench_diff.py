@@ -1,0 +1,303 @@
+"""Benchmark: checkpoint diff of a Qwen2.5-shaped random bf16 pair (issue "Checkpoint diff").
+
+    python benchmarks/bench_diff.py [--shape 0.5b|7b|tiny] [--device auto|cpu|cuda] [--top-k 64]
+        [--workdir DIR] [--no-baseline] [--record]
+
+Builds (once, cached in ``--workdir``) a base and an "RL" checkpoint with the tensor names
+and shapes of Qwen2.5-0.5B (24 layers, d = 896, vocab 151,936, tied head), Qwen2.5-7B
+(28 layers, d = 3,584, vocab 152,064, untied head) or a tiny shape, random bfloat16
+weights written directly with ``safetensors.torch.save_file`` (sharded, with an index
+and a ``config.json`` that transformers can load).  The RL checkpoint is the base plus a
+rank-1 spike and noise in the head and small noise everywhere.
+
+Then, each in its own subprocess (so that the peak resident set, ``ru_maxrss``, is per
+variant; page cache warm in both, as the checkpoints were just written or read):
+
+* ``read``  — read every tensor of both checkpoints with ``safe_open`` (the disk-read floor);
+* ``ours``  — ``analysis.weight_diff.diff(base, [rl])``: head (full spectrum) + every
+  2-D weight (top-k) metrics, norms and densities;
+* ``transformers`` — what existing scripts do: load both models whole with
+  ``AutoModelForCausalLM.from_pretrained`` (bfloat16), difference the state dicts in
+  float32, and per 2-D weight ``torch.linalg.svdvals`` (float32) for s1/s2 and r1, plus
+  norms and densities (skip with ``--no-baseline``).
+
+Prints time, peak RSS and peak-RSS growth over the imports of each, and the ratios
+transformers / ours.  ``--record`` (default for ``--shape 7b``) writes the numbers with
+the device into ``benchmarks/results/bench_diff_<shape>_<device>.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SHAPES = {
+    # name: (hidden, intermediate, layers, heads, kv_heads, vocab, tied)
+    "tiny": (64, 128, 2, 4, 2, 1024, True),
+    "0.5b": (896, 4864, 24, 14, 2, 151936, True),
+    "7b": (3584, 18944, 28, 28, 4, 152064, False),
+}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rss_mb() -> float:
+    """Peak resident set of this process (``ru_maxrss``, KiB on Linux), in MiB.  Linux keeps
+    the pre-``exec`` value of a forked child, so the parent spawning the variants stays small
+    (it imports neither torch nor numpy and builds the checkpoints in a child too)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _hwm_mb() -> float | None:
+    """``VmHWM`` of /proc/self/status (peak RSS of this address space), MiB; None elsewhere."""
+    try:
+        for ln in open("/proc/self/status"):
+            if ln.startswith("VmHWM:"):
+                return int(ln.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
+def tensor_shapes(shape: str) -> dict[str, tuple[int, ...]]:
+    """Qwen2 tensor names and shapes (q/k/v biases, RMSNorm weights, tied or untied head)."""
+    d, f, L, h, kv, V, tied = SHAPES[shape]
+    hd = d // h
+    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (V, d)}
+    for i in range(L):
+        p = f"model.layers.{i}."
+        out.update({p + "input_layernorm.weight": (d,), p + "post_attention_layernorm.weight": (d,),
+                    p + "self_attn.q_proj.weight": (d, d), p + "self_attn.q_proj.bias": (d,),
+                    p + "self_attn.k_proj.weight": (kv * hd, d), p + "self_attn.k_proj.bias": (kv * hd,),
+                    p + "self_attn.v_proj.weight": (kv * hd, d), p + "self_attn.v_proj.bias": (kv * hd,),
+                    p + "self_attn.o_proj.weight": (d, d),
+                    p + "mlp.gate_proj.weight": (f, d), p + "mlp.up_proj.weight": (f, d),
+                    p + "mlp.down_proj.weight": (d, f)})
+    out["model.norm.weight"] = (d,)
+    if not tied:
+        out["lm_head.weight"] = (V, d)
+    return out
+
+
+def config(shape: str) -> dict:
+    d, f, L, h, kv, V, tied = SHAPES[shape]
+    return {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": d,
+            "intermediate_size": f, "num_hidden_layers": L, "num_attention_heads": h, "num_key_value_heads": kv,
+            "vocab_size": V, "tie_word_embeddings": tied, "max_position_embeddings": 32768,
+            "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "hidden_act": "silu", "dtype": "bfloat16",
+            "bos_token_id": 0, "eos_token_id": 1}
+
+
+def build_pair(shape: str, workdir: Path, seed: int = 0, shard_bytes: int = 2 << 30) -> tuple[Path, Path]:
+    """Write base and RL checkpoints (bf16, sharded, with index) unless already there."""
+    import torch
+    from safetensors.torch import save_file
+
+    base, rl = workdir / f"{shape}_base", workdir / f"{shape}_rl"
+    stamp = workdir / f"{shape}.done"
+    if stamp.exists() and (base / "config.json").exists() and (rl / "config.json").exists():
+        return base, rl
+    gen = torch.Generator().manual_seed(seed)
+    shapes = tensor_shapes(shape)
+    head = "model.embed_tokens.weight" if SHAPES[shape][6] else "lm_head.weight"
+    for d in (base, rl):
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "config.json").write_text(json.dumps(config(shape), indent=1))
+    size = 0
+    n_shards_names: list[list[str]] = [[]]
+    for name, shp in shapes.items():
+        nbytes = 2 * int(torch.tensor(shp).prod()) if shp else 2
+        if size + nbytes > shard_bytes and n_shards_names[-1]:
+            n_shards_names.append([])
+            size = 0
+        n_shards_names[-1].append(name)
+        size += nbytes
+    total = len(n_shards_names)
+    weight_map = {}
+    for k, names in enumerate(n_shards_names, 1):
+        fn = f"model-{k:05d}-of-{total:05d}.safetensors"
+        tb, tr = {}, {}
+        for name in names:
+            shp = shapes[name]
+            if len(shp) == 1:
+                w = 1.0 + 0.02 * torch.randn(*shp, generator=gen)
+            else:
+                w = 0.02 * torch.randn(*shp, generator=gen)
+            noise = 1e-3 * torch.randn(*shp, generator=gen)
+            if name == head:  # rank-1 spike in the head update
+                u = torch.randn(shp[0], 1, generator=gen)
+                v = torch.randn(1, shp[1], generator=gen)
+                noise += 0.05 * (u @ v) / (shp[1] ** 0.5)
+            tb[name] = w.bfloat16()
+            tr[name] = (w + noise).bfloat16()
+            weight_map[name] = fn
+        save_file(tb, str(base / fn), metadata={"format": "pt"})
+        save_file(tr, str(rl / fn), metadata={"format": "pt"})
+        del tb, tr
+    for d in (base, rl):
+        (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    stamp.write_text("ok")
+    return base, rl
+
+
+# ------------------------------------------------------------------ variants
+def run_read(base: str, rl: str) -> dict:
+    from safetensors import safe_open
+
+    t0 = time.perf_counter()
+    nbytes = 0
+    for d in (base, rl):
+        for f in sorted(Path(d).glob("*.safetensors")):
+            with safe_open(str(f), "pt") as h:
+                for k in h.keys():
+                    x = h.get_tensor(k).clone()  # get_tensor may map the file lazily: copy to read it
+                    nbytes += x.numel() * x.element_size()
+                    del x
+    return {"time_s": time.perf_counter() - t0, "bytes": nbytes}
+
+
+def run_ours(base: str, rl: str, device: str, top_k: int) -> dict:
+    from analysis import weight_diff
+
+    t = time.perf_counter()
+    doc = weight_diff.diff(base, [rl], device=device, top_k=top_k, progress=False)
+    el = time.perf_counter() - t
+    c = doc["checkpoints"][0]
+    return {"time_s": el, "device": doc["device"], "global_l2": c["global_l2"],
+            "head_s1_s2": c["output_head"]["s1_s2"], "head_rank1": c["output_head"]["rank1_fraction"],
+            "inner_s1_s2_mean": c["inner_s1_s2_mean"]}
+
+
+def run_transformers(base: str, rl: str, device: str) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dev = torch.device("cuda" if device in ("auto", "cuda") and torch.cuda.is_available() else "cpu")
+    t = time.perf_counter()
+    a = AutoModelForCausalLM.from_pretrained(base, dtype=torch.bfloat16).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(rl, dtype=torch.bfloat16).state_dict()
+    tot = 0.0
+    out = {}
+    seen = set()
+    for k in a:
+        if a[k].data_ptr() in seen:  # tied head: the same tensor under two names
+            continue
+        seen.add(a[k].data_ptr())
+        dW = b[k].to(dev).float() - a[k].to(dev).float()
+        tot += float((dW.double() ** 2).sum())
+        _ = [float((dW.abs() > tol).float().mean()) for tol in (0.0, 1e-5, 1e-4, 1e-3)]
+        if dW.ndim == 2:
+            s = torch.linalg.svdvals(dW)
+            out[k] = (float(s[0] / s[1]), float(s[0] ** 2 / (s ** 2).sum()))
+    el = time.perf_counter() - t
+    head = "lm_head.weight" if "lm_head.weight" in out else "model.embed_tokens.weight"
+    del a, b
+    return {"time_s": el, "global_l2": tot ** 0.5, "head_s1_s2": out[head][0], "head_rank1": out[head][1]}
+
+
+def _child(args: argparse.Namespace) -> None:
+    if args.child == "build":
+        b, r = build_pair(args.shape, Path(args.workdir))
+        print("RESULT " + json.dumps({"base": str(b), "rl": str(r)}))
+        return
+    rss0 = _rss_mb()
+    import numpy  # noqa: F401  (imports counted in the baseline RSS)
+    import torch  # noqa: F401
+
+    if args.child == "ours":
+        import analysis.weight_diff  # noqa: F401
+    if args.child == "transformers":
+        import transformers  # noqa: F401
+    rss_imports = _rss_mb()
+    fn = {"read": lambda: run_read(args.base, args.rl),
+          "ours": lambda: run_ours(args.base, args.rl, args.device, args.top_k),
+          "transformers": lambda: run_transformers(args.base, args.rl, args.device)}[args.child]
+    res = fn()
+    res.update({"peak_rss_mb": _rss_mb(), "rss_after_imports_mb": rss_imports, "rss_start_mb": rss0,
+                "vm_hwm_mb": _hwm_mb()})
+    if args.device != "cpu":
+        if torch.cuda.is_available():
+            res["cuda_max_allocated_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20
+    print("RESULT " + json.dumps(res))
+
+
+def _spawn(variant: str, base: Path | None, rl: Path | None, args: argparse.Namespace) -> dict:
+    cmd = [sys.executable, __file__, "--child", variant, "--base", str(base), "--rl", str(rl),
+           "--device", args.device, "--top-k", str(args.top_k), "--shape", args.shape, "--workdir", args.workdir]
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if p.returncode != 0 or line is None:
+        raise SystemExit(f"{variant} failed (exit {p.returncode}):\n{p.stderr[-3000:]}")
+    return json.loads(line[len("RESULT "):])
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", choices=tuple(SHAPES), default="0.5b")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--top-k", type=int, default=64)
+    ap.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/rlvr_bench_diff")
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--record", action="store_true")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--base", help=argparse.SUPPRESS)
+    ap.add_argument("--rl", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        _child(args)
+        return
+    t = time.perf_counter()
+    built = _spawn("build", None, None, args)
+    base, rl = Path(built["base"]), Path(built["rl"])
+    print(f"checkpoints: {base} and {rl} (built or reused in {time.perf_counter() - t:.1f} s)")
+    n_params = sum(int(__import__("math").prod(s)) for s in tensor_shapes(args.shape).values())
+    largest = max(int(__import__("math").prod(s)) for s in tensor_shapes(args.shape).values())
+    print(f"shape {args.shape}: {n_params / 1e6:.1f}M parameters per checkpoint; largest tensor "
+          f"{largest / 1e6:.1f}M entries = {4 * largest / 2 ** 20:.0f} MiB in float32")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load:.2f}")
+    res = {"read": _spawn("read", base, rl, args)}
+    res["ours"] = _spawn("ours", base, rl, args)
+    if not args.no_baseline:
+        res["transformers"] = _spawn("transformers", base, rl, args)
+    print(f"{'variant':<14}{'time (s)':>10}{'peak RSS (MiB)':>16}{'VmHWM (MiB)':>13}{'growth (MiB)':>14}"
+          f"{'growth / largest f32':>22}")
+    for k, r in res.items():
+        g = r["peak_rss_mb"] - r["rss_after_imports_mb"]
+        print(f"{k:<14}{r['time_s']:>10.2f}{r['peak_rss_mb']:>16.0f}{r.get('vm_hwm_mb') or float('nan'):>13.0f}"
+              f"{g:>14.0f}{g / (4 * largest / 2 ** 20):>22.2f}")
+    o = res["ours"]
+    print(f"ours: device {o['device']}; head s1/s2 = {o['head_s1_s2']:.4f}, r1 = {o['head_rank1']:.4f}, "
+          f"‖ΔW‖ = {o['global_l2']:.6g}; time / read time = {o['time_s'] / res['read']['time_s']:.2f}")
+    if "transformers" in res:
+        b = res["transformers"]
+        gb = b["peak_rss_mb"] - b["rss_after_imports_mb"]
+        go = o["peak_rss_mb"] - o["rss_after_imports_mb"]
+        print(f"transformers: head s1/s2 = {b['head_s1_s2']:.4f}, r1 = {b['head_rank1']:.4f}, ‖ΔW‖ = "
+              f"{b['global_l2']:.6g}")
+        print(f"ratios transformers / ours: time {b['time_s'] / o['time_s']:.2f}x, peak RSS "
+              f"{b['peak_rss_mb'] / o['peak_rss_mb']:.2f}x, RSS growth {gb / max(go, 1):.2f}x")
+    if args.record or args.shape == "7b":
+        out = ROOT / "benchmarks" / "results"
+        out.mkdir(parents=True, exist_ok=True)
+        dev = o["device"].split(" ")[0].replace(":", "")
+        f = out / f"bench_diff_{args.shape}_{dev}.json"
+        rec = {"shape": args.shape, "device": o["device"], "cpus": os.cpu_count(), "load_average": load,
+               "top_k": args.top_k, "params_per_checkpoint": n_params, "results": res,
+               "time_over_read": o["time_s"] / res["read"]["time_s"],
+               "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+        sys.path.insert(0, str(ROOT))
+        from analysis.io import atomic_write_text
+        atomic_write_text(f, json.dumps(rec, indent=1))
+        print(f"recorded: {f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Held-out evaluation: unbiased pass@k, answer-level and token-level entropy.
+
+For each of ``problems`` distinct held-out problems (:meth:`Task.heldout_set`), ``n``
+responses are sampled (temperature 1, top-p 1 by default) and verified; with ``c`` correct:
+
+* pass@k — the unbiased estimator ``1 − C(n−c, k)/C(n, k)`` of Chen et al. (2021)
+  (F-GRPO (002) App. H.4 Eq. 25) via :func:`analysis.passk.pass_at_k`, averaged over problems;
+* answer-level entropy (001 App. C.5) — per problem, over the ``M`` distinct answers with
+  frequencies ``f_j`` among the ``n`` responses (malformed or unfinished responses count as
+  the answer ``"NA"``), ``H_ans = −Σ_j (f_j/n) log(f_j/n)`` (nats), averaged over problems;
+* token-level entropy (001 App. C.5) — ``H(p_t) = −Σ_v p_t(v) log p_t(v)`` of the sampling
+  distribution at every generated token, averaged over all generated tokens (eos included).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from analysis.passk import pass_at_k
+
+from . import checkpoint as ck
+from . import models, rollout, tasks
+from .config import check_float, check_int
+
+__all__ = ["EvalResult", "evaluate", "answer_entropy", "load_task"]
+
+
+@dataclass
+class EvalResult:
+    """Summary (``pass_at_k``: {k: value}, entropies) and the per-problem table."""
+
+    checkpoint: str
+    task: dict[str, Any]
+    n: int
+    problems: int
+    pass_at_k: dict[int, float]
+    answer_entropy: float
+    token_entropy: float
+    solve_rate: float
+    per_problem: pd.DataFrame
+
+    def summary(self) -> dict[str, Any]:
+        return {"checkpoint": self.checkpoint, "task": self.task, "n": self.n, "problems": self.problems,
+                "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
+                "answer_entropy": self.answer_entropy, "token_entropy": self.token_entropy,
+                "solve_rate": self.solve_rate}
+
+
+def answer_entropy(problem_index: np.ndarray, answers: Sequence[str], n_problems: int) -> np.ndarray:
+    """Per-problem entropy (nats) of the empirical answer distribution (001 App. C.5).
+
+    ``problem_index[i]`` is the problem of ``answers[i]``; vectorised with ``np.unique``.
+    """
+    codes, inv = np.unique(np.asarray(answers, dtype=str), return_inverse=True)
+    pair = problem_index.astype(np.int64) * len(codes) + inv.ravel()
+    _, first, counts = np.unique(pair, return_index=True, return_counts=True)
+    prob_of_pair = problem_index[first]
+    n_per = np.bincount(problem_index, minlength=n_problems).astype(float)
+    p = counts / n_per[prob_of_pair]
+    return np.bincount(prob_of_pair, weights=-p * np.log(p), minlength=n_problems)
+
+
+def load_task(checkpoint: str | os.PathLike, name: str | None = None, difficulty: int | None = None) -> tasks.Task:
+    """The task of a checkpoint (its ``task.json``), with ``name``/``difficulty`` overrides."""
+    spec = {}
+    path = Path(checkpoint) / "task.json"
+    if path.is_file():
+        spec = ck.read_json(path)
+    name = name or spec.get("name")
+    if name is None:
+        raise ValueError(f"task: {str(checkpoint)!r} has no task.json; pass the task name")
+    if name not in tasks.names():
+        raise ValueError(f"task: unknown task {name!r}; allowed: {', '.join(tasks.names())}")
+    same = name == spec.get("name")
+    d = difficulty if difficulty is not None else (spec.get("difficulty") if same else None)
+    kw = {k: spec[k] for k in ("heldout_fraction", "split_seed") if same and k in spec}
+    return tasks.check_task(tasks.get(name, d, **kw))
+
+
+def evaluate(checkpoint: str | os.PathLike, *, task: tasks.Task | None = None, k: Sequence[int] = (1,),
+             n: int | None = None, problems: int = 100, max_new_tokens: int | None = None,
+             temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, batch_size: int = 2048,
+             device: str = "auto", threads: int | None = None, progress: bool = True) -> EvalResult:
+    """Evaluate a checkpoint directory on held-out problems (module docstring).
+
+    ``n`` (samples per problem) defaults to ``max(k)``; every ``k`` must satisfy ``1 <= k <= n``.
+    ``batch_size`` bounds the sequences generated at once; ``threads``: torch CPU threads
+    during the call.
+    """
+    if threads is not None:
+        check_int("threads", threads, 1)
+    with models.torch_threads(threads):
+        return _evaluate(checkpoint, task=task, k=k, n=n, problems=problems, max_new_tokens=max_new_tokens,
+                         temperature=temperature, top_p=top_p, seed=seed, batch_size=batch_size,
+                         device=device, progress=progress)
+
+
+@torch.no_grad()
+def _evaluate(checkpoint, *, task, k, n, problems, max_new_tokens, temperature, top_p, seed, batch_size,
+              device, progress) -> EvalResult:
+    ks = sorted({check_int("k", int(x) if isinstance(x, (np.integer,)) else x, 1) for x in k})
+    n = max(ks) if n is None else check_int("n", n, 1)
+    if max(ks) > n:
+        raise ValueError(f"k must be <= n = {n} (samples per problem), got {max(ks)}")
+    check_int("problems", problems, 1)
+    check_int("batch_size", batch_size, 1)
+    check_float("temperature", temperature, 0, low_open=True)
+    check_float("top_p", top_p, 0, 1, low_open=True)
+    models.check_model_dir(checkpoint, what="checkpoint")
+    task = load_task(checkpoint) if task is None else tasks.check_task(task)
+    dev = models.resolve_device(device)
+    model, tok = models.load_policy(checkpoint, device=dev, what="checkpoint")
+    model.eval()
+    from .tokenizer import check_covers
+    check_covers(tok, task.alphabet, where=f"the tokenizer of {str(checkpoint)!r}")
+    probs = task.heldout_set(problems, seed=seed)
+    max_new = max_new_tokens or task.max_answer_len() + 2
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    per_chunk = max(1, batch_size // n)
+    correct, answers, ent_sum, ent_cnt = [], [], 0.0, 0.0
+
+    from tqdm.auto import tqdm
+
+    for lo in tqdm(range(0, len(probs), per_chunk), desc="eval", disable=not progress, leave=False):
+        chunk = probs[lo:lo + per_chunk]
+        ids, mask = rollout.encode_prompts(tok, [p.prompt for p in chunk], repeat=n, device=dev)
+        ro = rollout.sample(model, ids, mask, max_new_tokens=max_new, eos_id=tok.eos_token_id,
+                            pad_id=tok.pad_token_id, temperature=temperature, top_p=top_p, generator=gen,
+                            return_entropy=True)
+        ok, ans = rollout.score(task, [p for p in chunk for _ in range(n)], tok, ro)
+        correct.append(ok)
+        answers.extend(ans)
+        m = ro.response_mask.float()
+        ent_sum += float((ro.entropy * m).sum())
+        ent_cnt += float(m.sum())
+    P = len(probs)
+    ok = np.concatenate(correct).reshape(P, n)
+    c = ok.sum(-1)
+    h_ans = answer_entropy(np.repeat(np.arange(P), n), answers, P)
+    table = pd.DataFrame({"prompt": [p.prompt for p in probs], "answer": [p.answer for p in probs],
+                          "n": n, "correct": c, "answer_entropy": h_ans})
+    for kk in ks:
+        table[f"pass@{kk}"] = pass_at_k(n, c, kk)
+    return EvalResult(str(checkpoint), task.spec(), n, P,
+                      {kk: float(table[f"pass@{kk}"].mean()) for kk in ks},
+                      float(h_ans.mean()), ent_sum / max(ent_cnt, 1.0), float(ok.mean()), table)
+
+
+def write_result(res: EvalResult, out: str | os.PathLike) -> Path:
+    """``eval.json`` (summary) and ``per_problem.csv`` into directory ``out`` (atomic files)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    ck.write_json(out / "eval.json", res.summary())
+    from analysis.io import atomic_write
+    atomic_write(out / "per_problem.csv", lambda p: res.per_problem.to_csv(p, index=False))
+    return out

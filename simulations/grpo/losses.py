@@ -1,0 +1,157 @@
+"""Policy-gradient losses of GRPO-style RLVR, and how per-token losses are aggregated.
+
+Notation: rollout ``i`` of a minibatch of ``N`` rollouts has response tokens ``t ∈ A_i``
+(the mask), ``T_i = |A_i|``; ``A_i`` is its advantage (one number per rollout, broadcast to
+its tokens); ``r_{i,t} = π_θ(y_t|…)/π_old(y_t|…) = exp(logp − old_logp)`` the importance ratio.
+
+Per-token losses ``L_{i,t}`` (:func:`per_token_loss`):
+
+``"ppo"`` — PPO clipping with asymmetric bounds (FADE (000) App. 11 Eq. 19-20; DAPO in F-GRPO
+(002) Sec. 2.2)::
+
+    L_{i,t} = −min( r_{i,t}·A_i,  clip(r_{i,t}, 1−ε_low, 1+ε_high)·A_i )
+
+``"cispo"`` — clipped importance-sampling weights with a REINFORCE-style objective (F-GRPO
+(002) Sec. 2.2 Eq. 5, Chen et al. 2025)::
+
+    L_{i,t} = −sg( clip(r_{i,t}, 1−ε_low, 1+ε_high) )·A_i·log π_θ(y_t|…)
+
+``"grpo-n"`` — relative negative gradients only (001 App. B.5): PPO's ``L_{i,t}`` times
+``1[A_i < 0]``; the aggregation denominators are unchanged (``|y_i|`` and ``G`` in 001's
+formula), so ``loss="grpo-n"`` with the ``grpo`` advantage is the same update as
+``loss="ppo"`` with the ``grpo_n`` advantage.
+
+Aggregation over a minibatch (:func:`aggregate`; ``M_{i,t}`` the mask):
+
+``"token-mean"``          ``Σ_i Σ_t M·L / Σ_i T_i``                       (DAPO; F-GRPO App. H.2)
+``"seq-mean-token-mean"`` ``(1/N) Σ_i (1/T_i) Σ_t M·L``                   (GRPO, 002 Sec. 2.2)
+``"seq-mean-token-sum"``  ``(1/N) Σ_i Σ_t M·L``                           (Dr. GRPO)
+``"sum-tmax"``            ``(1/T_max) Σ_i Σ_t M·L``, ``T_max = N·max_new_tokens``
+                          (FADE (000) App. 11: "T_max is the maximum token budget per
+                          microbatch", i.e. the per-sequence budget times the batch size)
+
+Optional regularisers, aggregated the same way (:func:`policy_loss`): a KL penalty
+``β·KL(π_θ‖π_ref)`` with the per-token k3 estimator ``exp(ρ) − ρ − 1``, ``ρ = log π_ref − log π_θ``
+(Schulman 2020; GRPO's ``D_KL`` term in 002 Sec. 2.2), and an entropy bonus ``−c_H·H_t``
+(F-GRPO Sec. 5.5 "GRPO-ℋ").
+
+Clip statistics.  For ``"ppo"``/``"grpo-n"`` the *lower* clip is engaged (the token's
+gradient is zero) where ``A_i < 0`` and ``r < 1−ε_low``; the *upper* clip where ``A_i > 0``
+and ``r > 1+ε_high``.  For ``"cispo"`` the weight is clipped (gradient kept, weight capped)
+where ``r < 1−ε_low`` (low) or ``r > 1+ε_high`` (high), whatever the sign of ``A_i``.
+Fractions are over masked tokens.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+__all__ = ["LOSSES", "AGGREGATIONS", "LossStats", "aggregate", "per_token_loss", "kl_k3", "policy_loss"]
+
+LOSSES = ("ppo", "cispo", "grpo-n")
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "sum-tmax")
+
+
+class LossStats(NamedTuple):
+    """Diagnostics of one loss evaluation (floats, detached)."""
+
+    pg_loss: float
+    kl: float
+    entropy: float
+    clip_frac_low: float
+    clip_frac_high: float
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, *,
+              max_new_tokens: int | None = None) -> torch.Tensor:
+    """Reduce per-token ``values [N, T]`` to a scalar with ``mask [N, T]`` (module docstring).
+
+    ``max_new_tokens`` (the per-sequence budget) is required by ``"sum-tmax"``.  Rows with an
+    empty mask contribute 0 (and count in ``N``).
+    """
+    if mode not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {mode!r}")
+    m = mask.to(values.dtype)
+    total = (values * m).sum()
+    n = values.shape[0]
+    if mode == "token-mean":
+        return total / m.sum().clamp_min(1.0)
+    if mode == "seq-mean-token-mean":
+        per_seq = (values * m).sum(-1) / m.sum(-1).clamp_min(1.0)
+        return per_seq.sum() / n
+    if mode == "seq-mean-token-sum":
+        return total / n
+    if max_new_tokens is None or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be an integer >= 1 for 'sum-tmax', got {max_new_tokens!r}")
+    return total / (n * max_new_tokens)
+
+
+def per_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, *, loss: str = "ppo",
+                   eps_low: float = 0.2, eps_high: float = 0.2) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(L, clipped_low, clipped_high)``, each ``[N, T]``: the per-token loss of the module
+    docstring and boolean maps of where each clip is engaged.
+
+    ``adv`` is ``[N]`` (one advantage per rollout) or ``[N, T]``.
+    """
+    if loss not in LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
+    if not eps_low >= 0 or not eps_high >= 0:
+        raise ValueError(f"eps_low and eps_high must be >= 0, got {eps_low!r}, {eps_high!r}")
+    a = adv[:, None] if adv.dim() == 1 else adv
+    a = a.to(logp.dtype)
+    ratio = torch.exp(logp - old_logp)
+    lo, hi = 1.0 - eps_low, 1.0 + eps_high
+    if loss == "cispo":
+        w = ratio.clamp(lo, hi).detach()
+        L = -w * a * logp
+        return L, (ratio < lo).expand_as(L), (ratio > hi).expand_as(L)
+    if loss == "grpo-n":
+        a = a * (a < 0)
+    L = -torch.minimum(ratio * a, ratio.clamp(lo, hi) * a)
+    return L, (a < 0) & (ratio < lo), (a > 0) & (ratio > hi)
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimator of ``KL(π_θ‖π_ref)``: ``exp(ρ) − ρ − 1``, ``ρ = ref_logp − logp`` (>= 0)."""
+    rho = ref_logp - logp
+    return torch.exp(rho) - rho - 1.0
+
+
+def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, *,
+                loss: str = "ppo", aggregation: str = "token-mean", eps_low: float = 0.2, eps_high: float = 0.2,
+                max_new_tokens: int | None = None, ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0,
+                entropy: torch.Tensor | None = None, entropy_coef: float = 0.0) -> tuple[torch.Tensor, LossStats]:
+    """Total minibatch loss ``agg(L) + β·agg(KL_t) − c_H·agg(H_t)`` and its :class:`LossStats`.
+
+    ``logp``, ``old_logp``, ``ref_logp``, ``entropy``, ``mask``: ``[N, T]``; ``adv``: ``[N]``.
+    The KL term needs ``ref_logp`` when ``kl_coef > 0`` (it is *reported* whenever
+    ``ref_logp`` is given); the entropy bonus needs ``entropy`` (with gradient) when
+    ``entropy_coef > 0``.
+    """
+    L, low, high = per_token_loss(logp, old_logp, adv, loss=loss, eps_low=eps_low, eps_high=eps_high)
+    agg = lambda v: aggregate(v, mask, aggregation, max_new_tokens=max_new_tokens)  # noqa: E731
+    pg = agg(L)
+    total = pg
+    kl_val = float("nan")
+    if ref_logp is not None:
+        kl_tok = kl_k3(logp, ref_logp)
+        kl_agg = agg(kl_tok)
+        kl_val = float(aggregate(kl_tok.detach(), mask, "token-mean"))
+        if kl_coef:
+            total = total + kl_coef * kl_agg
+    elif kl_coef:
+        raise ValueError("ref_logp is required when kl_coef != 0")
+    ent_val = float("nan")
+    if entropy is not None:
+        ent_val = float(aggregate(entropy.detach(), mask, "token-mean"))
+        if entropy_coef:
+            total = total - entropy_coef * agg(entropy)
+    elif entropy_coef:
+        raise ValueError("entropy is required when entropy_coef != 0")
+    m = mask.bool()
+    denom = max(int(m.sum()), 1)
+    stats = LossStats(float(pg.detach()), kl_val, ent_val,
+                      float((low & m).sum()) / denom, float((high & m).sum()) / denom)
+    return total, stats

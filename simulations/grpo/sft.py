@@ -1,0 +1,172 @@
+"""Supervised warm start on task demonstrations, stopped at a chosen solve rate.
+
+Each step draws ``batch_size`` training problems and minimises the token-mean cross-entropy
+of ``answer + <eos>`` given the prompt (prompt tokens carry no loss)::
+
+    L_SFT = −(1/Σ_i T_i) Σ_i Σ_{t ≤ T_i} log π_θ(y_{i,t} | x_i, y_{i,<t})
+
+Every ``eval_every`` steps the held-out solve rate is measured *by sampling* (temperature 1,
+``eval_samples`` responses on each of ``eval_problems`` fixed held-out problems — the rate
+GRPO will see); training stops at the first evaluation with solve rate ``>= target_solve_rate``
+(FADE (000) starts RL near 0.3), or after ``max_steps``.  The model is saved as ``OUT/final/``
+(``save_pretrained`` safetensors + tokenizer + ``task.json`` + ``sft.json``), the base
+checkpoint of GRPO runs and of the checkpoint diff.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import checkpoint as ck
+from . import models, rollout, tasks
+from .config import check_float, check_int, check_out_dir
+
+__all__ = ["SFTConfig", "train_sft", "SFT_COLUMNS"]
+
+SFT_COLUMNS = ("step", "loss", "lr", "solve_rate", "step_time")
+
+
+@dataclass
+class SFTConfig:
+    """Settings of :func:`train_sft` (CLI: ``rlvr-train sft``)."""
+
+    out: str
+    task: str = "arith"
+    difficulty: int | None = None
+    heldout_fraction: float = 0.1
+    split_seed: int = 0
+    preset: str = "tiny-cpu"
+    init: str | None = None
+    target_solve_rate: float = 0.3
+    max_steps: int = 3000
+    batch_size: int = 64
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    warmup_steps: int = 20
+    max_grad_norm: float = 1.0
+    eval_every: int = 25
+    eval_problems: int = 64
+    eval_samples: int = 4
+    seed: int = 0
+    device: str = "auto"
+    threads: int | None = None
+    quiet: bool = False
+
+    def validate(self) -> tasks.Task:
+        """Check every setting (no work done); returns the task instance."""
+        if self.task not in tasks.names():
+            raise ValueError(f"task: unknown task {self.task!r}; allowed: {', '.join(tasks.names())}")
+        tasks.check_task(tasks.registry()[self.task])  # a verifier before anything else
+        task = tasks.get(self.task, self.difficulty, heldout_fraction=self.heldout_fraction,
+                         split_seed=self.split_seed)
+        if self.init is None and self.preset not in models.PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(models.PRESETS)}, got {self.preset!r}")
+        if self.init is not None:
+            models.check_model_dir(self.init)
+        check_float("target_solve_rate", self.target_solve_rate, 0, 1)
+        for name, low in (("max_steps", 1), ("batch_size", 1), ("warmup_steps", 0), ("eval_every", 1),
+                          ("eval_problems", 1), ("eval_samples", 1), ("seed", 0)):
+            check_int(name, getattr(self, name), low)
+        check_float("lr", self.lr, 0, low_open=True)
+        check_float("weight_decay", self.weight_decay, 0)
+        check_float("max_grad_norm", self.max_grad_norm, 0, low_open=True)
+        if self.threads is not None:
+            check_int("threads", self.threads, 1)
+        models.resolve_device(self.device)
+        check_out_dir(self.out)
+        return task
+
+
+def _teacher_forced(tokenizer: Any, problems: list[tasks.Problem], device: torch.device) -> rollout.Rollouts:
+    """Prompts (left-padded) and ``answer + eos`` (right-padded) as a :class:`Rollouts`."""
+    p_ids, p_mask = rollout.encode_prompts(tokenizer, [p.prompt for p in problems], device=device)
+    enc = tokenizer([p.answer for p in problems], add_special_tokens=False, padding=True, padding_side="right",
+                    return_tensors="pt")
+    n_ans = enc["attention_mask"].sum(-1)
+    pad = torch.full((len(problems), 1), tokenizer.pad_token_id, dtype=torch.long)
+    r_ids = torch.cat([enc["input_ids"], pad], dim=1)
+    r_ids.scatter_(1, n_ans[:, None], tokenizer.eos_token_id)          # eos right after each answer
+    r_mask = (torch.arange(r_ids.shape[1])[None, :] <= n_ans[:, None]).long()
+    done = torch.ones(len(problems), dtype=torch.bool)
+    return rollout.Rollouts(p_ids, p_mask, r_ids.to(device), r_mask.to(device), done.to(device))
+
+
+@torch.no_grad()
+def sampled_solve_rate(model: Any, tokenizer: Any, task: tasks.Task, problems: list[tasks.Problem], *,
+                       samples: int, max_new_tokens: int, generator: torch.Generator) -> float:
+    """Mean success of ``samples`` temperature-1 responses on each problem."""
+    dev = next(model.parameters()).device
+    ids, mask = rollout.encode_prompts(tokenizer, [p.prompt for p in problems], repeat=samples, device=dev)
+    ro = rollout.sample(model, ids, mask, max_new_tokens=max_new_tokens, eos_id=tokenizer.eos_token_id,
+                        pad_id=tokenizer.pad_token_id, generator=generator)
+    rep = [p for p in problems for _ in range(samples)]
+    ok, _ = rollout.score(task, rep, tokenizer, ro)
+    return float(ok.mean())
+
+
+def train_sft(cfg: SFTConfig) -> Path:
+    """Run SFT; returns the path of ``OUT/final``.  Metrics in ``OUT/metrics.{jsonl,csv}``.
+    ``cfg.threads`` applies for the duration of the call."""
+    task = cfg.validate()
+    with models.torch_threads(cfg.threads):
+        return _train_sft(cfg, task)
+
+
+def _train_sft(cfg: SFTConfig, task: tasks.Task) -> Path:
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    dev = models.resolve_device(cfg.device)
+    ck.write_json(out / "run_config.json", {"kind": "sft", **dataclasses.asdict(cfg)})
+
+    model, tok = models.prepare_policy(task, init=cfg.init, preset=cfg.preset, seed=cfg.seed, device=dev)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    warm = max(cfg.warmup_steps, 1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
+    rng = np.random.default_rng([cfg.seed, 1])
+    gen = torch.Generator(device=dev).manual_seed(cfg.seed)
+    eval_set = task.heldout_set(cfg.eval_problems, seed=cfg.seed)
+    max_new = task.max_answer_len() + 2
+    log = ck.MetricsLog(out, SFT_COLUMNS)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(range(1, cfg.max_steps + 1), desc="sft", disable=cfg.quiet, leave=False)
+    solve = float("nan")
+    step = 0
+    for step in bar:
+        t0 = time.perf_counter()
+        batch = _teacher_forced(tok, task.sample(rng, cfg.batch_size), dev)
+        logp, _ = rollout.token_logprobs(model, batch, with_entropy=False)
+        mask = batch.response_mask.float()
+        loss = -(logp * mask).sum() / mask.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        opt.step()
+        sched.step()
+        row = {"step": step, "loss": float(loss.detach()), "lr": sched.get_last_lr()[0], "solve_rate": None}
+        if step % cfg.eval_every == 0 or step == cfg.max_steps:
+            solve = sampled_solve_rate(model, tok, task, eval_set, samples=cfg.eval_samples,
+                                       max_new_tokens=max_new, generator=gen)
+            row["solve_rate"] = solve
+            bar.set_postfix(loss=f"{float(loss.detach()):.3f}", solve=f"{solve:.2f}")
+        row["step_time"] = time.perf_counter() - t0
+        log.append(row)
+        if row["solve_rate"] is not None and solve >= cfg.target_solve_rate:
+            break
+    bar.close()
+    log.write()
+    info = {"steps": step, "heldout_solve_rate": solve, "target_solve_rate": cfg.target_solve_rate,
+            "eval_problems": len(eval_set), "eval_samples": cfg.eval_samples,
+            "n_params": models.n_params(model), "preset": None if cfg.init else cfg.preset, "init": cfg.init}
+    final = ck.save_model_dir(out / "final", model, tok, json_files={"task.json": task.spec(), "sft.json": info})
+    ck.write_json(out / "sft.json", info)
+    return final

@@ -1,0 +1,270 @@
+"""Real tiny Hugging Face checkpoints for the checkpoint-diff tests (a few hundred K parameters).
+
+Built with transformers (``save_pretrained``, safetensors) for Qwen2, Llama and GPT-2 (tied
+output head), sharded or not, bfloat16 or float32, plus a tiny word-level tokenizer.
+:func:`plant` writes an "RL" checkpoint = base + a known ΔW: in the output head a
+rank-1 spike plus a flat bulk with exactly known singular values (``ΔW = U diag(σ) Vᵀ``,
+``U``, ``V`` with orthonormal columns), and optionally per-layer deltas and a few
+exactly known entries (for densities).  The planted matrices are returned, so that tests
+compute the expected metrics from them with numpy, not with the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+ARCHS = ("qwen2", "llama", "gpt2")
+VOCAB = 384
+HIDDEN = 64
+
+
+def _config(arch: str, vocab: int, hidden: int, layers: int, tie: bool | None):
+    from transformers import GPT2Config, LlamaConfig, Qwen2Config
+
+    if arch == "qwen2":
+        return Qwen2Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
+                           num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                           max_position_embeddings=256, tie_word_embeddings=bool(tie),
+                           bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    if arch == "llama":
+        return LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden,
+                           num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                           max_position_embeddings=256, tie_word_embeddings=bool(tie),
+                           bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    if arch == "gpt2":
+        return GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=4, n_positions=256,
+                          tie_word_embeddings=True if tie is None else tie,
+                          bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
+
+
+def _model_class(arch: str):
+    from transformers import GPT2LMHeadModel, LlamaForCausalLM, Qwen2ForCausalLM
+
+    return {"qwen2": Qwen2ForCausalLM, "llama": LlamaForCausalLM, "gpt2": GPT2LMHeadModel}[arch]
+
+
+def build(path: str | Path, arch: str = "qwen2", *, dtype: str = "float32", sharded: bool = False,
+          seed: int = 0, vocab: int = VOCAB, hidden: int = HIDDEN, layers: int = 3,
+          tie: bool | None = None, tokenizer: bool = False) -> Path:
+    """Save a randomly initialised tiny causal LM with ``save_pretrained``; return its path.
+
+    ``sharded``: several ``model-0000k-of-0000n.safetensors`` shards and an index
+    (``max_shard_size="64KB"``).  ``tokenizer``: also save :func:`build_tokenizer`'s tokenizer.
+    """
+    torch.manual_seed(seed)
+    model = _model_class(arch)(_config(arch, vocab, hidden, layers, tie))
+    model.to(getattr(torch, dtype))
+    path = Path(path)
+    model.save_pretrained(path, max_shard_size="64KB" if sharded else "10GB")
+    if tokenizer:
+        build_tokenizer(vocab).save_pretrained(path)
+    return path
+
+
+WORDS = [f"w{i}" for i in range(VOCAB - 4)]
+
+
+def build_tokenizer(vocab: int = VOCAB):
+    """A word-level tokenizer over ``<pad> <s> </s> <unk> w0 w1 ...`` (whitespace split)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(vocab - 4)]
+    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<s>",
+                                   eos_token="</s>", unk_token="<unk>")
+
+
+def load_state(path: str | Path) -> dict[str, torch.Tensor]:
+    """All tensors of a checkpoint (safetensors, single or sharded), as stored."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    files = sorted(path.glob("*.safetensors"))
+    out: dict[str, torch.Tensor] = {}
+    for f in files:
+        out.update(load_file(str(f)))
+    return out
+
+
+def head_name(path: str | Path) -> str:
+    """The output-head tensor name of a tiny checkpoint (independent of analysis.checkpoints)."""
+    st = load_state(path)
+    if "lm_head.weight" in st:
+        return "lm_head.weight"
+    return "transformer.wte.weight" if "transformer.wte.weight" in st else "model.embed_tokens.weight"
+
+
+def spectrum_matrix(shape: tuple[int, int], sigmas: Sequence[float], seed: int) -> np.ndarray:
+    """``U diag(σ) Vᵀ`` (float64) with random orthonormal ``U`` (m × r), ``V`` (n × r)."""
+    rng = np.random.default_rng(seed)
+    m, n = shape
+    r = len(sigmas)
+    U = np.linalg.qr(rng.standard_normal((m, r)))[0]
+    V = np.linalg.qr(rng.standard_normal((n, r)))[0]
+    return (U * np.asarray(sigmas, dtype=float)) @ V.T
+
+
+def head_sigmas(spike: float = 4.0, bulk: float = 0.25, n_bulk: int = 40) -> np.ndarray:
+    """Rank-1 spike plus a graded bulk: ``σ = [spike, bulk·(1 − i/(2 n_bulk)) for i < n_bulk]``."""
+    return np.concatenate([[spike], bulk * (1 - np.arange(n_bulk) / (2 * n_bulk))])
+
+
+def plant(base: str | Path, out: str | Path, *, head: np.ndarray | None = None,
+          deltas: dict[str, np.ndarray] | None = None, dtype: str | None = None,
+          sharded: bool = False, tokenizer: bool = False) -> dict[str, np.ndarray]:
+    """Write ``out`` = ``base`` + known ΔW; return the planted ΔW per tensor name (float64).
+
+    ``head``: ΔW of the output head (its tensor name from :func:`head_name`); ``deltas``:
+    more ΔW by tensor name (same shape as the tensor).  The model is loaded with
+    transformers, the deltas added in float64 and cast to the checkpoint dtype
+    (``dtype`` overrides it), and saved with ``save_pretrained``.
+    """
+    from transformers import AutoModelForCausalLM
+
+    base = Path(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype="auto")
+    if dtype is not None:
+        model.to(getattr(torch, dtype))
+    planted: dict[str, np.ndarray] = {}
+    if head is not None:
+        planted[head_name(base)] = np.asarray(head, dtype=float)
+    for k, v in (deltas or {}).items():
+        planted[k] = np.asarray(v, dtype=float)
+    sd = dict(model.named_parameters())
+    with torch.no_grad():
+        for k, dW in planted.items():
+            p = sd[k]
+            assert tuple(p.shape) == dW.shape, (k, p.shape, dW.shape)
+            p.copy_((p.detach().to(torch.float64) + torch.from_numpy(dW)).to(p.dtype))
+    out = Path(out)
+    model.save_pretrained(out, max_shard_size="64KB" if sharded else "10GB")
+    if tokenizer:
+        for f in base.iterdir():
+            if f.name.startswith(("tokenizer", "special_tokens")):
+                shutil.copy(f, out / f.name)
+    return planted
+
+
+def stored_delta(base: str | Path, rl: str | Path) -> dict[str, np.ndarray]:
+    """ΔW as actually stored (float64 numpy, common rows), read with safetensors + numpy only."""
+    a, b = load_state(base), load_state(rl)
+    out = {}
+    for k, t in a.items():
+        if not t.is_floating_point():
+            continue
+        x = t.to(torch.float64).numpy()
+        y = b[k].to(torch.float64).numpy()
+        m = min(x.shape[0], y.shape[0]) if x.ndim else None
+        out[k] = (y[:m] - x[:m]) if x.ndim else (y - x)
+    return out
+
+
+def rewrite_tensor(path: str | Path, name: str, fn) -> None:
+    """Replace tensor ``name`` of a (single-file) checkpoint by ``fn(tensor)`` (``None``: delete it)."""
+    from safetensors.torch import load_file, save_file
+
+    path = Path(path)
+    idx = path / "model.safetensors.index.json"
+    if idx.exists():
+        f = path / json.loads(idx.read_text())["weight_map"][name]
+    else:
+        f = path / "model.safetensors"
+    st = load_file(str(f))
+    new = fn(st[name])
+    if new is None:
+        del st[name]
+        if idx.exists():
+            doc = json.loads(idx.read_text())
+            del doc["weight_map"][name]
+            idx.write_text(json.dumps(doc))
+    else:
+        st[name] = new.contiguous()
+    save_file(st, str(f), metadata={"format": "pt"})
+
+
+def copy(src: str | Path, dst: str | Path) -> Path:
+    shutil.copytree(src, dst)
+    return Path(dst)
+
+
+def describe(path: str | Path) -> dict[str, Any]:
+    """Tensor names, shapes and dtypes (for debugging tests)."""
+    return {k: (tuple(v.shape), str(v.dtype)) for k, v in load_state(path).items()}
+
+
+# ------------------------------------------------------------------ session cache
+_CACHE: dict[str, Any] = {}
+
+
+def cache_dir() -> Path:
+    """A per-process temporary directory for built checkpoints (removed at exit)."""
+    import atexit
+    import tempfile
+
+    if "_dir" not in _CACHE:
+        d = Path(tempfile.mkdtemp(prefix="rlvr_tiny_ckpt_"))
+        atexit.register(shutil.rmtree, d, True)
+        _CACHE["_dir"] = d
+    return _CACHE["_dir"]
+
+
+def cached(key: str, make) -> Any:
+    """``make(path)`` once per process under :func:`cache_dir`; returns what it returned
+    (tests must copy a cached checkpoint before changing it)."""
+    if key not in _CACHE:
+        _CACHE[key] = make(cache_dir() / key)
+    return _CACHE[key]
+
+
+#: known entries planted into the final norm: value -> how many (counts above 0, 1e-5, 1e-4, 1e-3
+#: are then 26, 15, 8, 3 exactly)
+NORM_ENTRIES = {0.5: 3, 5e-4: 5, 5e-5: 7, 5e-6: 11}
+BLOCK_SIGMAS = (0.3, 0.1)     # rank-2 ΔW of every block matrix: s1/s2 = 3, r1 = 0.9
+
+
+def norm_delta(n: int) -> np.ndarray:
+    d = np.zeros(n)
+    i = 0
+    for v, c in NORM_ENTRIES.items():
+        d[i:i + c] = v
+        i += c
+    return d
+
+
+def block_deltas(path: str | Path, seed: int = 10, sigmas: Sequence[float] = BLOCK_SIGMAS,
+                 layers: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """Rank-2 ΔW (σ = ``sigmas``) for every 2-D weight of the blocks (all, or ``layers``)."""
+    out = {}
+    for j, (k, t) in enumerate(sorted(load_state(path).items())):
+        if t.ndim == 2 and (".layers." in k or ".h." in k):
+            li = int(k.split(".layers.")[-1].split(".")[0]) if ".layers." in k else int(k.split(".h.")[-1].split(".")[0])
+            if layers is None or li in layers:
+                out[k] = spectrum_matrix(tuple(t.shape), sigmas, seed + j)
+    return out
+
+
+def qwen2_base() -> Path:
+    """Qwen2, float32, one file, untied head, with a tokenizer (cached)."""
+    return cached("qwen2_base", lambda p: build(p, "qwen2", dtype="float32", tokenizer=True))
+
+
+def qwen2_planted() -> tuple[Path, dict[str, np.ndarray]]:
+    """RL checkpoint of :func:`qwen2_base`: head ΔW with σ = :func:`head_sigmas`, rank-2 ΔW in
+    every block matrix, :data:`NORM_ENTRIES` in ``model.norm.weight``."""
+    def make(p: Path):
+        base = qwen2_base()
+        deltas = block_deltas(base)
+        deltas["model.norm.weight"] = norm_delta(HIDDEN)
+        planted = plant(base, p, head=spectrum_matrix((VOCAB, HIDDEN), head_sigmas(), 1), deltas=deltas,
+                        tokenizer=True)
+        return p, planted
+    return cached("qwen2_planted", make)
