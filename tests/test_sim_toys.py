@@ -242,8 +242,7 @@ def test_behaviour_space_step_matches_an_independent_numpy_step(name):
 def _cli(monkeypatch):
     from simulations import cli
 
-    if "simulations.toys" not in cli._MODULES:
-        monkeypatch.setattr(cli, "_MODULES", cli._MODULES + ("simulations.toys",))
+    assert "simulations.toys" in cli._MODULES  # `rlvr-sim toys`
     return cli
 
 
