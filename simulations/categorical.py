@@ -273,11 +273,6 @@ class _Draws:
         return torch.searchsorted(cdf, self.u, right=True, out=self.idx).clamp_(max=cdf.shape[-1] - 1)
 
 
-def _uniforms(seed: torch.Tensor, step: int, N: int) -> torch.Tensor:
-    """Uniforms in [0, 1) float64 ``[len(seed), N]`` from (seed, step, draw index)."""
-    return _Draws(len(seed), N - 1, seed.device).uniforms(seed, step)
-
-
 def sample_counts(p: torch.Tensor, N: int, seed: torch.Tensor, step: int) -> torch.Tensor:
     """Counts ``[B, K]`` of ``N`` i.i.d. draws from each row of ``p`` ``[B, K]`` (exact).
 

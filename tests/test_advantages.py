@@ -172,8 +172,9 @@ def test_user_registered_family_works_everywhere():
 
 def test_graded_call_real_valued_rewards_by_hand():
     r = np.array([[0.0, 0.5, 1.0, 0.5], [0.3, 0.3, 0.3, 0.3]])
-    mean, std = 0.5, np.sqrt(0.125)  # first group, by hand
+    # first group by hand: mean 0.5, deviations c, population std sqrt(mean(c^2)) = sqrt(0.125)
     c = np.array([-0.5, 0.0, 0.5, 0.0])
+    std = np.sqrt(0.125)
     np.testing.assert_allclose(advantages.get("dr_grpo").graded_call(r)[0], c, atol=1e-15)
     np.testing.assert_allclose(advantages.get("grpo").graded_call(r)[0], c / std, atol=1e-15)
     np.testing.assert_allclose(advantages.get("rloo").graded_call(r)[0], c * 4 / 3, atol=1e-15)

@@ -12,8 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simulations import toys
-
 from ..registry import Claim, FigureSpec, register
 from ._style import subplots
 from .twostage_fig1 import panel, stage_table, toy_data
