@@ -20,26 +20,12 @@ import math
 from typing import Any
 
 from . import advantages
+from ._checks import finite_number
 from .advantages import Advantage
 
 __all__ = ["Schedule", "FADESchedule", "FADELogSchedule", "AGRAESchedule"]
 
-
-def _finite(name: str, value: Any, *, low: float | None = None, high: float | None = None,
-            low_open: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and low is not None:
-        ok = value > low if low_open else value >= low
-    if ok and high is not None:
-        ok = value <= high
-    if not ok:
-        rng = []
-        if low is not None:
-            rng.append(f"{'>' if low_open else '>='} {low}")
-        if high is not None:
-            rng.append(f"<= {high}")
-        raise ValueError(f"{name} must be a finite number{' ' + ' and '.join(rng) if rng else ''}, got {value!r}")
-    return float(value)
+_finite = finite_number
 
 
 def _clip(x: float, lo: float, hi: float) -> float:

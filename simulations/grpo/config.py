@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import ast
 import inspect
-import math
 import os
 from pathlib import Path
 from typing import Any, Iterable
 
 from rlvr_theory import advantages as _adv
 from rlvr_theory import schedules as _sched
+from rlvr_theory._checks import finite_number
 
 __all__ = ["check_int", "check_float", "parse_params", "SCHEDULES", "make_advantage", "make_schedule",
            "check_out_dir"]
@@ -29,19 +29,7 @@ def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
     return value
 
 
-def check_float(name: str, value: Any, low: float | None = None, high: float | None = None, *,
-                low_open: bool = False) -> float:
-    """A finite number in the range, or ValueError naming ``name``."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and low is not None:
-        ok = value > low if low_open else value >= low
-    if ok and high is not None:
-        ok = value <= high
-    if not ok:
-        parts = ([f"{'>' if low_open else '>='} {low}"] if low is not None else []) + \
-                ([f"<= {high}"] if high is not None else [])
-        raise ValueError(f"{name} must be a finite number{' ' + ' and '.join(parts) if parts else ''}, got {value!r}")
-    return float(value)
+check_float = finite_number  # one implementation: rlvr_theory._checks
 
 
 def parse_params(items: Iterable[str] | None) -> dict[str, Any]:
