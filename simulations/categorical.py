@@ -46,9 +46,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +55,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analysis.io import atomic_write
 from analysis.spectra import resolve_device
 from rlvr_theory import advantages as _adv
 from rlvr_theory import categorical as _cat
@@ -529,22 +526,15 @@ def _run_cli(args: argparse.Namespace) -> int:
                  surrogate=args.surrogate, optimizer=args.optimizer, advantage=args.advantage)
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds must be a count >= 1, got {args.seeds}")
+    from .cli import package_version, write_run
+
     dev = resolve_device(args.device)
-    os.makedirs(args.out, exist_ok=True)
     t0 = time.perf_counter()
     traj, final = simulate(cfg, device=dev, progress=not args.quiet)
     wall = time.perf_counter() - t0
-    try:
-        from importlib.metadata import version
-        pkg = version("rlvr-diagnostics")
-    except Exception:  # pragma: no cover - not installed
-        pkg = "unknown"
-    meta = {"preset": args.preset, "config": cfg.to_dict(), "device": str(dev), "package_version": pkg,
+    meta = {"preset": args.preset, "config": cfg.to_dict(), "device": str(dev), "package_version": package_version(),
             "torch": torch.__version__, "wall_s": wall}
-    atomic_write(os.path.join(args.out, "trajectory.csv"), lambda p: traj.to_csv(p, index=False))
-    atomic_write(os.path.join(args.out, "final.csv"), lambda p: final.to_csv(p, index=False))
-    atomic_write(os.path.join(args.out, "config.json"),
-                  lambda p: open(p, "w").write(json.dumps(meta, indent=2, default=str)))
+    write_run(args.out, traj, final, meta)
     if not args.quiet:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} configurations, "
               f"{wall:.1f} s on {dev})")

@@ -9,12 +9,35 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import os
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "package_version", "write_run"]
 
 _MODULES = ("simulations.categorical", "simulations.linear_head", "simulations.toys")
+
+
+def package_version() -> str:
+    """The installed version of this package (``"unknown"`` when it is not installed)."""
+    try:
+        from importlib.metadata import version
+
+        return version("rlvr-diagnostics")
+    except Exception:  # pragma: no cover - not installed
+        return "unknown"
+
+
+def write_run(out: str, trajectory: Any, final: Any, meta: dict) -> None:
+    """The files of every simulator subcommand: ``OUT/trajectory.csv``, ``OUT/final.csv`` and
+    ``OUT/config.json`` (``meta``), each written to a temporary name and renamed."""
+    from analysis.io import atomic_write, atomic_write_text
+
+    os.makedirs(out, exist_ok=True)
+    atomic_write(os.path.join(out, "trajectory.csv"), lambda p: trajectory.to_csv(p, index=False))
+    atomic_write(os.path.join(out, "final.csv"), lambda p: final.to_csv(p, index=False))
+    atomic_write_text(os.path.join(out, "config.json"), json.dumps(meta, indent=2, default=str))
 
 
 def build_parser() -> argparse.ArgumentParser:

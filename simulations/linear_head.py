@@ -42,14 +42,12 @@ import argparse
 import inspect
 import json
 import math
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from analysis import spectra
-from analysis.io import atomic_write_text
 from rlvr_theory import advantages as _adv
 from rlvr_theory import schedules as _sched
 from rlvr_theory.sharpening import SIAMESE_VARIANTS, TOY_EMBEDDINGS
@@ -678,12 +676,6 @@ def run_preset(name: str, **overrides: Any) -> tuple[pd.DataFrame, pd.DataFrame,
     return tr, final, {"preset": name, "instance": instance, **defaults, **kw}
 
 
-def _write_atomic(out: Path, files: dict[str, str]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for fname, text in files.items():
-        atomic_write_text(out / fname, text)
-
-
 def _cli(args: argparse.Namespace) -> int:
     params = None
     if args.advantage_params is not None:
@@ -715,15 +707,12 @@ def _cli(args: argparse.Namespace) -> int:
                 raise ValueError("G must be a single value for the population presets")
             over["G"] = args.G[0]
     tr, final, config = run_preset(args.preset, **over)
+    from .cli import package_version, write_run
+
     config.pop("progress", None)
-    try:
-        from importlib.metadata import version
-        config["version"] = version("rlvr-diagnostics")
-    except Exception:  # pragma: no cover - not installed
-        config["version"] = "unknown"
+    config["version"] = package_version()
     config["device"] = "cpu"
-    _write_atomic(Path(args.out), {"trajectory.csv": tr.to_csv(index=False), "final.csv": final.to_csv(index=False),
-                                   "config.json": json.dumps(config, indent=2, default=str)})
+    write_run(args.out, tr, final, config)
     if not args.quiet:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} configurations)")
     return 0

@@ -42,9 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
@@ -52,7 +50,6 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.io import atomic_write, atomic_write_text
 
 from . import categorical as sc
 
@@ -445,18 +442,12 @@ def _run_cli(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     traj, final = run(args.preset, steps=args.steps, seeds=args.seeds, device=str(dev), progress=not args.quiet)
     wall = time.perf_counter() - t0
-    try:
-        from importlib.metadata import version
-        pkg = version("rlvr-diagnostics")
-    except Exception:  # pragma: no cover - not installed
-        pkg = "unknown"
+    from .cli import package_version, write_run
+
     meta = {"preset": t.name, "title": t.title, "source": t.source, "stage_pair": t.stage_pair,
-            "settings": [dataclasses.asdict(s) for s, _ in pairs],
-            "configs": [c.to_dict() for _, c in pairs], "device": str(dev), "package_version": pkg, "wall_s": wall}
-    os.makedirs(args.out, exist_ok=True)
-    atomic_write(os.path.join(args.out, "trajectory.csv"), lambda p: traj.to_csv(p, index=False))
-    atomic_write(os.path.join(args.out, "final.csv"), lambda p: final.to_csv(p, index=False))
-    atomic_write_text(os.path.join(args.out, "config.json"), json.dumps(meta, indent=2, default=str))
+            "settings": [dataclasses.asdict(s) for s, _ in pairs], "configs": [c.to_dict() for _, c in pairs],
+            "device": str(dev), "package_version": package_version(), "wall_s": wall}
+    write_run(args.out, traj, final, meta)
     if not args.quiet:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} runs, {wall:.1f} s on {dev})")
     return 0
