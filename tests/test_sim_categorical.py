@@ -271,3 +271,17 @@ def test_cpu_and_gpu_agree_on_deterministic_parts():
     b, _ = sc.simulate(cfg, device="cuda", dtype=torch.float64)
     cols = ["Q_pos", "M_ret", "entropy", "p_anchor"]
     np.testing.assert_allclose(a[cols].to_numpy(), b[cols].to_numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_recorded_probabilities_are_those_of_their_step_in_float64():
+    """Regression: in float64 the recorded p_i / p_anchor were views of the policy buffer that
+    later steps overwrite (every row showed the last policy)."""
+    logits = (np.log(0.3), np.log(0.01), np.log(0.69))
+    cfg = sc.Config(K=3, n_correct=2, logits=logits, N=(4,), gamma=(0.0,), seeds=(0,), steps=20,
+                    lr=(0.1,), record_every=5, record_probs=True)
+    for dtype in (torch.float32, torch.float64):
+        traj, _ = sc.simulate(cfg, device="cpu", dtype=dtype)
+        first = traj[traj.step == 0].iloc[0]
+        np.testing.assert_allclose([first.p_0, first.p_1, first.p_2], [0.3, 0.01, 0.69], rtol=1e-6)
+        assert first.p_anchor == pytest.approx(0.3, rel=1e-6)
+        assert traj.p_0.nunique() == len(traj)  # every recorded step differs (Adam moves the logits)
