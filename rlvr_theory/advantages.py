@@ -137,7 +137,7 @@ def _pow(base: np.ndarray, expo: float) -> np.ndarray:
 class Group:
     """Per-group statistics shared by the families (last axis = group)."""
 
-    def __init__(self, r: np.ndarray, s: np.ndarray, rw: float, rc: float, graded: bool = False):
+    def __init__(self, r: np.ndarray, s: np.ndarray, rw: float, rc: float):
         self.r = r
         self.s = s
         self.G = r.shape[-1]
@@ -149,8 +149,6 @@ class Group:
         self.centered = r - self.mean
         # exact zero on groups without signal (all rewards equal)
         self.degenerate = (self.X == 0) | (self.X == self.G)
-        if graded:  # real-valued rewards: no signal iff all rewards of the group are equal
-            self.degenerate = np.all(r == r[..., :1], axis=-1, keepdims=True)
         self.centered = np.where(self.degenerate, 0.0, self.centered)
 
     def std(self, ddof: int = 0) -> np.ndarray:
@@ -286,8 +284,9 @@ class Advantage:
         r = np.asarray(rewards, dtype=float)
         if r.ndim == 0 or r.shape[-1] < self.min_group_size() or not np.all(np.isfinite(r)):
             raise ValueError(f"rewards must be a finite array [..., G] with G >= {self.min_group_size()}, got shape {r.shape}")
+        # s marks the group's best rewards: X = G exactly when all rewards are equal (no signal)
         s = (r == r.max(-1, keepdims=True)).astype(float)
-        return self._compute(Group(r, s, *self.reward_values, graded=True), None)
+        return self._compute(Group(r, s, *self.reward_values), None)
 
     def _check_rewards(self, rewards: Any) -> tuple[np.ndarray, np.ndarray]:
         try:
