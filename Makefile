@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 OUT    ?= figures/out
 
-.PHONY: figures test test-all bench setup clean
+.PHONY: figures test test-all lint bench setup clean
 
 setup: $(STAMP)
 
@@ -23,8 +23,12 @@ $(STAMP): pyproject.toml
 figures: $(STAMP)
 	$(VENV)/bin/rlvr-figures check --out $(OUT)
 
+# the fast suite and the runnable Examples of the docstrings (doctests)
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not gpu"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 test-all: $(STAMP)
 	$(PY) -m pytest -q

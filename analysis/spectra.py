@@ -48,7 +48,7 @@ Methods (``method=``)
     four levels) until the tail falls below the float64 noise floor ``10⁻¹³σ_1``.  The
     leading ``n_vectors`` singular triplets always get one Rayleigh–Ritz step
     (``Y = A·V_r``, thin SVD of ``Y``), so ``u_i = A v_i/σ_i`` holds to rounding.
-    Achieved accuracy (``tests/test_spectra.py``: mpmath at 50 digits and float64 LAPACK
+    Achieved accuracy (``tests/analysis/test_spectra.py``: mpmath at 50 digits and float64 LAPACK
     as references): refined singular values carry an absolute error of about
     ``10⁻¹⁶·σ_1²/σ_e``, with ``σ_e ≥ 10⁻³σ_1`` the smallest value taken from the Gram step
     (the leak of the top directions into the tail's basis): ``≤ ~10⁻¹³·σ_1`` (worst case
@@ -99,6 +99,8 @@ import pandas as pd
 import scipy.linalg
 import torch
 from scipy.linalg.blas import dsyrk
+
+from .runtime import resolve_device
 
 __all__ = [
     "Spectrum",
@@ -226,30 +228,6 @@ def _as_matrix(W: Any) -> Matrix:
 
 def _shape(W: Matrix) -> tuple[int, int]:
     return int(W.shape[0]), int(W.shape[1])
-
-
-def resolve_device(device: str | torch.device | None = "auto", W: Any = None) -> torch.device:
-    """The compute device for ``device=`` (DESIGN.md conventions).
-
-    ``"auto"``/``None``: the device of ``W`` if it is a CUDA tensor; CUDA if
-    ``torch.cuda.is_available()`` and ``W`` is ``None`` or has more than 2^20 entries;
-    else the CPU.  ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a ``torch.device`` are taken as
-    given; CUDA without a CUDA runtime is refused.
-    """
-    if device is None or (isinstance(device, str) and device == "auto"):
-        if isinstance(W, torch.Tensor) and W.is_cuda:
-            return W.device
-        big = W is None or math.prod(W.shape) > _SMALL
-        return torch.device("cuda") if big and torch.cuda.is_available() else torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError, ValueError):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available; use 'auto' or 'cpu'")
-    return dev
 
 
 def _check_int(name: str, value: Any, lo: int, hi: int | None = None) -> int:

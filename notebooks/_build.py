@@ -3,7 +3,7 @@
     python notebooks/_build.py
 
 The notebooks are generated so that their code lives in one reviewable file; the test suite
-(tests/test_notebooks.py) executes every notebook and checks that the committed files match
+(tests/notebooks/test_notebooks.py) executes every notebook and checks that the committed files match
 this script and carry no outputs.
 """
 

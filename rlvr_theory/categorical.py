@@ -394,7 +394,7 @@ def effective_advantage(z: Any, correct: Any, adv: Advantage | str, G: int) -> n
     adv = _group_adv(adv)
     logp = log_softmax(z)
     c = _check_mask("correct", correct, logp.shape)
-    G = _masses._check_G(G, adv)
+    G = _masses.check_group_size(G, adv)
     table = _masses.outcome_advantages(adv, G)
     a_succ = table.A_success.to_numpy()[1:]   # x = 1..G
     a_fail = table.A_failure.to_numpy()[:-1]  # x = 0..G-1

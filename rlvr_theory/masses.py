@@ -47,6 +47,11 @@ __all__ = [
     "table",
     "expressions",
     "peak",
+    "as_advantage",
+    "check_p",
+    "check_group_size",
+    "lambdified",
+    "binom_pmf",
 ]
 
 
@@ -58,7 +63,7 @@ class Masses(NamedTuple):
 
 
 # ----------------------------------------------------------------- helpers
-def _as_adv(adv: Advantage | str) -> Advantage:
+def as_advantage(adv: Advantage | str) -> Advantage:
     if isinstance(adv, Advantage):
         return adv
     if isinstance(adv, str):
@@ -66,7 +71,7 @@ def _as_adv(adv: Advantage | str) -> Advantage:
     raise ValueError(f"adv must be an Advantage or a registered name, got {type(adv).__name__}")
 
 
-def _check_p(p: Any) -> np.ndarray:
+def check_p(p: Any) -> np.ndarray:
     try:
         arr = np.asarray(p, dtype=float)
     except (TypeError, ValueError):
@@ -76,7 +81,7 @@ def _check_p(p: Any) -> np.ndarray:
     return arr
 
 
-def _check_G(G: Any, adv: Advantage | None = None, *, required: bool = True) -> int | None:
+def check_group_size(G: Any, adv: Advantage | None = None, *, required: bool = True) -> int | None:
     if G is None:
         if required:
             raise ValueError("G is required: the group size, an integer >= 1")
@@ -102,7 +107,7 @@ def of_group(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> Mass
     ``rewards``: ``[..., G]`` binary array (values ``adv.reward_values``).  Returns arrays of
     shape ``rewards.shape[:-1]``.  Source: FADE (000) Eq. 3.
     """
-    adv = _as_adv(adv)
+    adv = as_advantage(adv)
     A = adv(rewards, lengths=lengths)
     success = np.asarray(rewards, dtype=float) == adv.reward_values[1]
     Gn = A.shape[-1]
@@ -115,7 +120,7 @@ def abs_sum(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> np.nd
     For GRPO it equals ``2G·sqrt(p̂(1−p̂))``; for the hard/easy controls ``G·sqrt(1−p̂)``
     and ``G·sqrt(p̂)`` (003 Table 1b).
     """
-    return np.abs(_as_adv(adv)(rewards, lengths=lengths)).sum(-1)
+    return np.abs(as_advantage(adv)(rewards, lengths=lengths)).sum(-1)
 
 
 def _canonical_groups(adv: Advantage, G: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -134,8 +139,8 @@ def outcome_advantages(adv: Advantage | str, G: int) -> pd.DataFrame:
     ``A_failure`` (NaN if x = G), ``m_S``, ``m_F``, ``mean_abs_A``.  Group-level families
     only (batch-level ones need a batch).  Used by F-GRPO Fig. 3 and A-GRAE Fig. 6.
     """
-    adv = _as_adv(adv)
-    G = _check_G(G, adv)
+    adv = as_advantage(adv)
+    G = check_group_size(G, adv)
     table = _per_x(adv, G)
     rewards, lengths = _canonical_groups(adv, G)
     A = adv(rewards, lengths=lengths)
@@ -167,7 +172,7 @@ def _per_x_population(adv: Advantage, G: int, p: np.ndarray) -> tuple[np.ndarray
     return m_s, m_f, np.abs(A).mean(-1)
 
 
-def _binom_pmf(p: np.ndarray, G: int) -> np.ndarray:
+def binom_pmf(p: np.ndarray, G: int) -> np.ndarray:
     """pmf[..., x] = Binom(x; G, p), shape p.shape + (G+1,).
 
     ``C(G, x)·p^x·q^(G−x)`` in floating point (exact 0**0 = 1 at p ∈ {0, 1}, harmless
@@ -193,10 +198,10 @@ def exact(adv: Advantage | str, p: Any, G: int, *, with_abs: bool = False) -> Ma
     third entry is ``E[(1/G)Σ_i|A_i|]``.  Batch-level families (A-GRAE with
     ``omega=None``) are evaluated in a homogeneous batch, ``ω = p``.
     """
-    adv = _as_adv(adv)
-    pa = _check_p(p)
-    G = _check_G(G, adv)
-    pmf = _binom_pmf(pa.ravel(), G)
+    adv = as_advantage(adv)
+    pa = check_p(p)
+    G = check_group_size(G, adv)
+    pmf = binom_pmf(pa.ravel(), G)
     if adv.batch_level:
         per_x = _per_x_population(adv, G, pa.ravel())
         out = [np.einsum("px,px->p", pmf, t).reshape(pa.shape) for t in per_x]
@@ -209,7 +214,7 @@ def exact(adv: Advantage | str, p: Any, G: int, *, with_abs: bool = False) -> Ma
 
 # -------------------------------------------------------------- closed form
 @functools.lru_cache(maxsize=512)
-def _lambdified(adv: Advantage, G: int | None):
+def lambdified(adv: Advantage, G: int | None):
     m_s, m_f = adv.closed_form()
     needs_G = any(_adv.G in e.free_symbols for e in (m_s, m_f))
     if needs_G and G is None:
@@ -243,10 +248,10 @@ def closed_form(adv: Advantage | str, p: Any, G: int | None = None) -> Masses:
     For families of kind ``"exact"``, ``closed_form(adv, X/G, G)`` equals
     ``of_group`` of any group with ``X`` successes.
     """
-    adv = _as_adv(adv)
-    pa = _check_p(p)
-    G = _check_G(G, adv, required=False)
-    f_s, f_f, exprs = _lambdified(adv, G)
+    adv = as_advantage(adv)
+    pa = check_p(p)
+    G = check_group_size(G, adv, required=False)
+    f_s, f_f, exprs = lambdified(adv, G)
     m_s, m_f = _eval(f_s, pa), _eval(f_f, pa)
     bad = ~(np.isfinite(m_s) & np.isfinite(m_f))
     if np.any(bad):  # only at the closed interval's ends: use the one-sided limits
@@ -277,7 +282,7 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 def _closed_ratio_limit(adv: Advantage, G: int | None, at: float, rho: bool) -> float:
     """Limit of the closed-form ratio at p -> 0+ or 1-: direct substitution when sympy's
     automatic cancellation already removed the 0/0, else ``sympy.limit``."""
-    f_s, f_f, (m_s, m_f) = _lambdified(adv, G)
+    f_s, f_f, (m_s, m_f) = lambdified(adv, G)
     inside = np.array([1e-7 if at == 0 else 1 - 1e-7])
     if m_s.is_zero:  # the positive mass vanishes identically
         return 0.0
@@ -327,7 +332,7 @@ def _exact_ratio_limit(adv: Advantage, G: int, at: float, rho: bool) -> float:
 def _ratio_fn(adv: Advantage, G: int | None):
     """m_S/m_F as one lambdified expression (sympy cancels common factors: 1 for
     sign-balanced families even where both masses vanish or underflow)."""
-    m_s, m_f = _lambdified(adv, G)[2]
+    m_s, m_f = lambdified(adv, G)[2]
     expr = m_s / m_f
     if m_s.is_zero or m_f.is_zero or expr.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
         return None  # piecewise forms with a vanishing branch: left to the limits
@@ -368,18 +373,18 @@ def sign_ratio(adv: Advantage | str, p: Any, G: int | None = None, *, exact: boo
 
     ``exact=True`` uses the finite-G expectations (``G`` required).
     """
-    adv = _as_adv(adv)
-    pa = _check_p(p)
-    G = _check_G(G, adv, required=exact)
+    adv = as_advantage(adv)
+    pa = check_p(p)
+    G = check_group_size(G, adv, required=exact)
     m = _exact(adv, pa, G) if exact else closed_form(adv, pa, G)
     return _ratios(adv, pa, G, m, exact, rho=False)
 
 
 def advantage_ratio(adv: Advantage | str, p: Any, G: int | None = None, *, exact: bool = False) -> np.ndarray:
     """``ρ(p) = m_S·p/(m_F·q)`` (FADE Sec. 4.1, Table 7); ``p/(1−p)`` for sign-balanced families."""
-    adv = _as_adv(adv)
-    pa = _check_p(p)
-    G = _check_G(G, adv, required=exact)
+    adv = as_advantage(adv)
+    pa = check_p(p)
+    G = check_group_size(G, adv, required=exact)
     m = _exact(adv, pa, G) if exact else closed_form(adv, pa, G)
     return _ratios(adv, pa, G, m, exact, rho=True)
 
@@ -393,11 +398,11 @@ def peak(adv: Advantage | str, which: str = "m_S", G: int | None = None) -> tupl
     """
     from scipy.optimize import minimize_scalar
 
-    adv = _as_adv(adv)
+    adv = as_advantage(adv)
     if which not in ("m_S", "m_F"):
         raise ValueError(f"which must be 'm_S' or 'm_F', got {which!r}")
-    G = _check_G(G, adv, required=False)
-    f = _lambdified(adv, G)[0 if which == "m_S" else 1]
+    G = check_group_size(G, adv, required=False)
+    f = lambdified(adv, G)[0 if which == "m_S" else 1]
     res = minimize_scalar(lambda x: -float(_eval(f, np.array(x))), bounds=(0.0, 1.0), method="bounded",
                           options={"xatol": 1e-12})
     return float(res.x), float(-res.fun)
@@ -420,12 +425,12 @@ def table(p: Any = (0.3, 0.5), G: int = 8,
     ``mean_abs_A_exact`` (``E[(1/G)Σ|A_i|]``) and ``balance`` (of the closed form).
     ``advantages`` defaults to every registered family with default parameters.
     """
-    pa = np.atleast_1d(_check_p(p)).ravel()
-    G = _check_G(G)
-    advs = [_as_adv(a) for a in (advantages if advantages is not None else _adv.iter_default())]
+    pa = np.atleast_1d(check_p(p)).ravel()
+    G = check_group_size(G)
+    advs = [as_advantage(a) for a in (advantages if advantages is not None else _adv.iter_default())]
     frames = []
     for a in advs:  # one vectorised evaluation per family
-        _check_G(G, a)
+        check_group_size(G, a)
         cf = closed_form(a, pa, G)
         ms_x, mf_x, abs_x = exact(a, pa, G, with_abs=True)
         frames.append(pd.DataFrame({
@@ -449,7 +454,7 @@ def expressions(advantages: Sequence[Advantage | str] | None = None) -> pd.DataF
     their LaTeX, ``kind``, ``source`` and ``erratum`` (where we depart from the paper)."""
     rows = []
     for a in (advantages if advantages is not None else list(_adv.iter_default())):
-        a = _as_adv(a)
+        a = as_advantage(a)
         ms, mf = a.closed_form()
         rows.append({"advantage": a.name, "params": ", ".join(f"{k}={v}" for k, v in a.params.items()),
                      "m_S": str(ms), "m_F": str(mf), "m_S_latex": sp.latex(ms), "m_F_latex": sp.latex(mf),

@@ -172,7 +172,7 @@ def _distribution(p: Any, density: Any, M: Any) -> tuple[np.ndarray, np.ndarray,
 @functools.lru_cache(maxsize=512)
 def _weight_sym(adv: Advantage, G: int | None, which: str) -> tuple[sp.Expr, sp.Expr, Callable, Callable]:
     """(w', w'²·p(1−p), and both lambdified) from the registry's closed form."""
-    exprs = _masses._lambdified(adv, G)[2]
+    exprs = _masses.lambdified(adv, G)[2]
     w = exprs[0 if which == "m_S" else 1]
     dw = sp.diff(w, _adv.p)
     # jumps of piecewise closed forms (quantile, A-GRAE's min): derivative away from the jump
@@ -243,9 +243,9 @@ def weight_derivative(adv: Advantage | str, p: Any, G: int | None = None, *, whi
     the weight has a vertical tangent, e.g. GRPO's ``sqrt(p(1−p))``).  Piecewise forms are
     differentiated away from their jumps.  Parameters as in :func:`weight`.
     """
-    adv = _masses._as_adv(adv)
-    pa = _masses._check_p(p)
-    G = _masses._check_G(G, adv, required=False)
+    adv = _masses.as_advantage(adv)
+    pa = _masses.check_p(p)
+    G = _masses.check_group_size(G, adv, required=False)
     dw, _, f_dw, _ = _weight_sym(adv, G, _check_which(which))
     return _evaluate(f_dw, dw, pa)
 
@@ -272,9 +272,9 @@ def weight_variance(adv: Advantage | str, p: Any, G: int, *, which: str = "m_S",
     -------
     ndarray of ``p``'s shape, >= 0.
     """
-    adv = _masses._as_adv(adv)
-    pa = _masses._check_p(p)
-    G = _masses._check_G(G, adv)
+    adv = _masses.as_advantage(adv)
+    pa = _masses.check_p(p)
+    G = _masses.check_group_size(G, adv)
     which = _check_which(which)
     if _check_method(method) == "delta":
         _, var_pq, _, f_var = _weight_sym(adv, G, which)
@@ -285,7 +285,7 @@ def weight_variance(adv: Advantage | str, p: Any, G: int, *, which: str = "m_S",
 def _exact_variance(w_x: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Σ_x Binom(x; G, p)(w_x − mean)², w_x = w(x/G) for x = 0..G (centred: no cancellation)."""
     G = w_x.shape[-1] - 1
-    pmf = _masses._binom_pmf(p.ravel(), G)
+    pmf = _masses.binom_pmf(p.ravel(), G)
     mean = pmf @ w_x
     return np.einsum("px,px->p", pmf, (w_x[None, :] - mean[:, None]) ** 2).reshape(p.shape)
 
@@ -302,11 +302,11 @@ def relative_weight_variance(adv: Advantage | str, p: Any, G: int, *, which: str
     zero, e.g. MC-GRPO's ``m_S`` above 1/2 with the delta method).  A weight that is
     identically zero (GRPO-N's ``m_S``) is refused.  Parameters as in :func:`weight_variance`.
     """
-    adv = _masses._as_adv(adv)
+    adv = _masses.as_advantage(adv)
     which = _check_which(which)
-    pa = _masses._check_p(p)
-    G = _masses._check_G(G, adv)
-    if _masses._lambdified(adv, G)[2][0 if which == "m_S" else 1].is_zero:
+    pa = _masses.check_p(p)
+    G = _masses.check_group_size(G, adv)
+    if _masses.lambdified(adv, G)[2][0 if which == "m_S" else 1].is_zero:
         raise ValueError(f"adv: the weight {which} of {adv!r} is identically zero; "
                          "its relative variance is undefined")
     var = weight_variance(adv, pa, G, which=which, method=method)
@@ -328,8 +328,8 @@ def raw_noise(p: Any, G: int, *, sigma2: float = 1.0) -> np.ndarray:
     ``σ²(1/(Gp) + 1/(G(1−p)))``.  Blows up when successes or failures are rare; ``inf``
     at ``p ∈ {0, 1}``.  ``p`` in [0, 1], ``G >= 1``, ``sigma2 > 0``.
     """
-    pa = _masses._check_p(p)
-    G = _masses._check_G(G)
+    pa = _masses.check_p(p)
+    G = _masses.check_group_size(G)
     sigma2 = _check_positive("sigma2", sigma2)
     with np.errstate(divide="ignore"):
         return sigma2 / (G * pa * (1.0 - pa))
@@ -369,9 +369,9 @@ def update_noise(adv: Advantage | str, p: Any, G: int, signal: Signal, *, sigma2
     method : {"delta", "exact"}
         How ``Var(w(p̂))`` is computed (:func:`weight_variance`).
     """
-    adv = _masses._as_adv(adv)
+    adv = _masses.as_advantage(adv)
     pa = _check_open_p(p)
-    G = _masses._check_G(G, adv)
+    G = _masses.check_group_size(G, adv)
     correction = _check_correction(correction)
     s = _signal(signal, pa)
     v0 = raw_noise(pa, G, sigma2=sigma2)
@@ -442,12 +442,12 @@ def update_quality(adv: Advantage | str, p: Any, G: int, signal: Signal, *, dens
         The noise model (:func:`update_noise`); default ``"app14"``, the penalty
         ``Var(w)/w²·(s² + v)`` of App. 14.
     """
-    adv = _masses._as_adv(adv)
+    adv = _masses.as_advantage(adv)
     if form not in ("batch", "product"):
         raise ValueError(f"form must be 'batch' or 'product', got {form!r}")
     pa, prob, M = _distribution(p, density, M)
     pa = _check_open_p(pa)
-    G = _masses._check_G(G, adv)
+    G = _masses.check_group_size(G, adv)
     correction = _check_correction(correction)
     s = _signal(signal, pa)
     v0 = raw_noise(pa, G, sigma2=sigma2)
@@ -476,7 +476,7 @@ def enrichment_threshold(adv: Advantage | str, p: Any, *, p_bar: float = 0.5, G:
 
     ``p`` and ``p_bar`` in (0, 1); ``w(p̄)`` must be > 0.
     """
-    adv = _masses._as_adv(adv)
+    adv = _masses.as_advantage(adv)
     pa = _check_open_p(p)
     pb = float(_check_open_p(p_bar, "p_bar"))
     w = weight(adv, pa, G, which=which)
@@ -578,7 +578,7 @@ def optimal_alpha(signal: Signal, G: int, *, correction: str = "app14", sigma2: 
     float: the maximiser (bounded scalar search; Q is unimodal in α in the cases tested).
     Source: FADE (000) Sec. 4.3, App. 14, App. 14.1.
     """
-    G = _masses._check_G(G)
+    G = _masses.check_group_size(G)
     correction = _check_correction(correction)
     method = _check_method(method)
     sigma2 = _check_positive("sigma2", sigma2)
@@ -628,7 +628,7 @@ def sweet_spot_table(c: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), G: Sequen
         sig = functools.partial(_exp_signal, c=float(ci))
         known = optimal_alpha(sig, 16, correction="none")
         for g in G:
-            rows.append({"c": float(ci), "G": int(_masses._check_G(g)), "p_star": float(ps),
+            rows.append({"c": float(ci), "G": int(_masses.check_group_size(g)), "p_star": float(ps),
                          "alpha_mode": float(alpha_for_mode(ps)), "alpha_known": known,
                          "alpha_corrected": optimal_alpha(sig, g, correction=correction, sigma2=sigma2,
                                                           method=method)})

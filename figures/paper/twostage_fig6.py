@@ -3,7 +3,7 @@
 ``π = softmax(z/τ)`` with the initial probabilities held fixed (001 App. C.4: "action rewards r
 and initial policy probabilities π held constant"), so ``z_0 = τ·log π_0``.  With Adam the
 gradient's factor ``1/τ`` is normalised away and ``u = z/τ`` moves by about ``η/τ`` per
-step: a higher temperature slows both stages down (tested in ``tests/test_sim_toys.py``: the
+step: a higher temperature slows both stages down (tested in ``tests/simulations/test_toys.py``: the
 ``τ = 2`` run equals the ``τ = 1`` run with ``η/2``).  2,000 steps; at ``τ = 20`` only the
 exploitation stage fits.  Data from :func:`simulations.toys.run` (``twostage-fig6``).
 Registered only when the engine has per-action rewards.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rlvr_theory import advantages, masses
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _python_blocks(path: Path) -> list[str]:

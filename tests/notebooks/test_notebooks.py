@@ -10,7 +10,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-NB_DIR = Path(__file__).resolve().parents[1] / "notebooks"
+NB_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
 
 

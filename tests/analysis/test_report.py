@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import _tiny_checkpoints as tc
+from tests.analysis import tiny_checkpoints as tc
 from analysis import report, weight_diff
 
 

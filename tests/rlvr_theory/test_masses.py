@@ -35,7 +35,7 @@ def lengths_for(adv, rewards):
 
 def fits(adv, G):
     try:
-        masses._check_G(G, adv)
+        masses.check_group_size(G, adv)
         return True
     except ValueError:
         return False

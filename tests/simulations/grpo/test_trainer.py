@@ -313,7 +313,7 @@ def test_sigkill_mid_run_then_resume_is_identical(base, tmp_path):
             "--log-every", "1", "--batch-size", "4", "--group-size", "4", "--threads", "1", "--device", "cpu",
             "--quiet"]
     assert cli.main(["grpo", "--out", str(tmp_path / "a"), *args]) == 0
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     proc = subprocess.Popen([sys.executable, "-m", "simulations.grpo", "grpo", "--out", str(tmp_path / "b"), *args],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120

@@ -20,7 +20,7 @@ from scipy import special, stats
 
 from analysis import passk as pk
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def exact_pass(n: int, c: int, k: int) -> Fraction:

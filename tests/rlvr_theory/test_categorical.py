@@ -19,7 +19,7 @@ from hypothesis.extra import numpy as hnp
 
 from rlvr_theory import advantages, categorical as cat, masses
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def config(seed, K=7, scale=1.5, B=None):

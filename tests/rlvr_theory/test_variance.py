@@ -486,7 +486,7 @@ def test_docs_example_runs_and_states_eq31():
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "variance.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "variance.md").read_text()
     (block,) = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     ns: dict = {}
     exec(compile(block, "docs/variance.md", "exec"), ns)  # noqa: S102

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-import _tiny_checkpoints as tc
+from tests.analysis import tiny_checkpoints as tc
 from analysis import weight_diff as wd
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import _tiny_checkpoints as tc
+from tests.analysis import tiny_checkpoints as tc
 from analysis import diff_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_diff_writes_the_report_and_prints_a_summary(tmp_path, capsys):

@@ -381,7 +381,7 @@ def test_docs_page_example_runs_and_lists_the_figures():
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "tail_miss.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "tail_miss.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert blocks
     for code in blocks:

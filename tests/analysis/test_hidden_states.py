@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-import _tiny_checkpoints as tc
+from tests.analysis import tiny_checkpoints as tc
 from analysis import hidden_states as hs
 from rlvr_theory.rank1 import clt_residual_ratio
 

@@ -1,0 +1,189 @@
+"""Argument checks shared by every public function and command line of the toolkit.
+
+One policy, applied everywhere (compare scipy's ``scipy/_lib/_util.py``):
+
+* **Messages** start with the argument's name as the caller wrote it, say what is allowed and
+  show the value received: ``G must be an integer >= 1, got 0.5``.  Every check raises
+  ``ValueError`` (a command line turns it into ``PROG: error: ...`` and exit status 2).
+* **Integers**: Python ``int`` and numpy integers are accepted; so are *integral* floats
+  (``8.0``, ``np.float64(8)``: what a CSV or ``2.0**k`` produces); ``8.5``, NaN and strings
+  are refused.  The result is a Python ``int``.
+* **bool** is never a number: ``True`` is refused wherever an integer or a real number is
+  expected (``numpy.bool_`` too).
+* **Real numbers**: ``int``, ``float`` and numpy real scalars; NaN is always refused, ``±inf``
+  only with ``allow_inf=True``.  The result is a Python ``float``.
+* **Ranges** are closed unless ``low_open``/``high_open`` says otherwise; ``None`` is no bound.
+* **Arrays** are converted with ``numpy.asarray(x, dtype=float)`` and checked element-wise
+  (finite unless ``allow_inf``; range; integrality); the result is a float64 array.
+* **Random sources**: ``None`` (fresh entropy), a non-negative integer seed, or a
+  ``numpy.random.Generator`` (returned as is).
+
+Examples
+--------
+>>> from rlvr_theory import checks
+>>> checks.integer("G", 8.0, low=1)
+8
+>>> checks.probability("p", 0.25)
+0.25
+>>> checks.choice("which", "m_S", ("m_S", "m_F"))
+'m_S'
+>>> checks.integer("G", True, low=1)
+Traceback (most recent call last):
+...
+ValueError: G must be an integer >= 1, got True
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Iterable
+
+import numpy as np
+
+__all__ = ["integer", "number", "probability", "choice", "array", "random_source", "range_text"]
+
+
+def range_text(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+               high_open: bool = False) -> str:
+    """``">= 0 and < 1"`` for the bounds (empty when both are ``None``)."""
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low:g}" if isinstance(low, float) else
+                     f"{'>' if low_open else '>='} {low}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {high:g}" if isinstance(high, float) else
+                     f"{'<' if high_open else '<='} {high}")
+    return " and ".join(parts)
+
+
+def _in_range(v: float, low: float | None, high: float | None, low_open: bool, high_open: bool) -> bool:
+    if low is not None and not (v > low if low_open else v >= low):
+        return False
+    if high is not None and not (v < high if high_open else v <= high):
+        return False
+    return True
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+
+
+def integer(name: str, value: Any, low: int | None = None, high: int | None = None, *,
+            allow_none: bool = False) -> int | None:
+    """``value`` as a Python ``int`` in ``[low, high]``; integral floats are accepted.
+
+    >>> integer("steps", np.int64(3), low=1)
+    3
+    """
+    if value is None and allow_none:
+        return None
+    ok = _is_real(value)
+    if ok:
+        f = float(value)
+        ok = math.isfinite(f) and f == math.floor(f)
+    if ok:
+        value = int(value) if isinstance(value, (numbers.Integral,)) else int(float(value))
+        ok = _in_range(value, low, high, False, False)
+    if not ok:
+        rng = range_text(low, high)
+        raise ValueError(f"{name} must be an integer{' ' + rng if rng else ''}"
+                         f"{' (or None)' if allow_none else ''}, got {value!r}")
+    return value
+
+
+def number(name: str, value: Any, low: float | None = None, high: float | None = None, *,
+           low_open: bool = False, high_open: bool = False, allow_inf: bool = False,
+           allow_none: bool = False) -> float | None:
+    """``value`` as a Python ``float`` in the range (closed unless ``*_open``); NaN refused.
+
+    >>> number("lr", 1e-3, low=0, low_open=True)
+    0.001
+    """
+    if value is None and allow_none:
+        return None
+    ok = _is_real(value)
+    if ok:
+        f = float(value)
+        ok = not math.isnan(f) and (allow_inf or math.isfinite(f)) and _in_range(f, low, high, low_open, high_open)
+    if not ok:
+        rng = range_text(low, high, low_open=low_open, high_open=high_open)
+        what = "a number" if allow_inf else "a finite number"
+        raise ValueError(f"{name} must be {what}{' ' + rng if rng else ''}"
+                         f"{' (or None)' if allow_none else ''}, got {value!r}")
+    return float(value)
+
+
+def probability(name: str, value: Any, *, low_open: bool = False, high_open: bool = False) -> float:
+    """A number in ``[0, 1]`` (ends excluded with ``low_open``/``high_open``).
+
+    >>> probability("mu", 1)
+    1.0
+    """
+    return number(name, value, 0.0, 1.0, low_open=low_open, high_open=high_open)
+
+
+def choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
+    """``value`` if it is one of ``allowed``; otherwise a message listing them.
+
+    >>> choice("format", "csv", ("markdown", "csv"))
+    'csv'
+    """
+    allowed = tuple(allowed)
+    try:
+        ok = value in allowed and not isinstance(value, (bool, np.bool_)) or \
+            (isinstance(value, (bool, np.bool_)) and any(a is value for a in allowed))
+    except TypeError:  # unhashable or incomparable
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}")
+    return value
+
+
+def array(name: str, x: Any, *, ndim: int | None = None, min_ndim: int = 0, low: float | None = None,
+          high: float | None = None, low_open: bool = False, high_open: bool = False,
+          integer: bool = False, allow_inf: bool = False, nonempty: bool = False) -> np.ndarray:
+    """``x`` as a float64 array with the given number of axes, every entry checked.
+
+    >>> array("N", [1, 2.0, 4], integer=True, low=1)
+    array([1., 2., 4.])
+    """
+    if isinstance(x, (bool, np.bool_)) or (isinstance(x, np.ndarray) and x.dtype == bool):
+        raise ValueError(f"{name} must be a numeric array, got booleans")
+    try:
+        a = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a numeric array, got {type(x).__name__}") from None
+    if ndim is not None and a.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} axis(es), got shape {a.shape}")
+    if a.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} axis(es), got shape {a.shape}")
+    if nonempty and a.size == 0:
+        raise ValueError(f"{name} must not be empty")
+    bad = np.isnan(a) if allow_inf else ~np.isfinite(a)
+    if integer:
+        with np.errstate(invalid="ignore"):
+            bad |= np.isfinite(a) & (a != np.floor(a))
+    if low is not None:
+        bad |= (a <= low) if low_open else (a < low)
+    if high is not None:
+        bad |= (a >= high) if high_open else (a > high)
+    if np.any(bad):
+        rng = range_text(low, high, low_open=low_open, high_open=high_open)
+        what = ("integers" if integer else ("numbers" if allow_inf else "finite numbers")) + (" " + rng if rng else "")
+        first = a[bad].flat[0]
+        raise ValueError(f"{name} must contain only {what}, got {first!r}")
+    return a
+
+
+def random_source(name: str, seed: Any) -> np.random.Generator:
+    """A ``numpy.random.Generator`` from ``None``, a seed ``>= 0`` or a Generator.
+
+    >>> bool(random_source("seed", 0).integers(10) == np.random.default_rng(0).integers(10))
+    True
+    """
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None:
+        return np.random.default_rng()
+    return np.random.default_rng(integer(name, seed, low=0))

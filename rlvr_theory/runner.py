@@ -1,0 +1,330 @@
+"""One runner for every console script (``rlvr-theory``, ``rlvr-sim``, ``rlvr-train``,
+``rlvr-diff``, ``rlvr-figures``): parsing, dispatch, errors, threads, ``--param``, settings.
+
+What every command line of the toolkit does the same way:
+
+* **dispatch**: each subcommand's parser sets ``func(args)``; it returns an exit status
+  (``int``/``None``) or the text to print (``str``);
+* **errors**: a ``ValueError`` from the checks prints ``PROG: error: MESSAGE`` and exits with
+  status 2; a message that starts with a setting's name (``group_size must be ...``) is shown
+  with the flag as the user typed it (``--group-size must be ...``);
+* **Ctrl-C** prints ``PROG: interrupted`` and exits with status 130 (no traceback);
+* **a closed pipe** (``rlvr-theory list --json | head -1``) ends quietly with status 141, as
+  ``head``'s other producers do;
+* **threads**: ``--threads N`` (every command that computes) sets torch's intra-op threads
+  (when torch is in use) and the BLAS/OpenMP pools; the default is :func:`default_threads`;
+* **parameters** of an advantage or schedule: a repeatable ``--param NAME=VALUE``
+  (:func:`add_param_option`, :func:`parse_params`);
+* **settings**: one dataclass per run kind generates its flags (:func:`add_settings`) with
+  the defaults shown from the fields, and :func:`given_settings` collects what was typed.
+
+Examples
+--------
+>>> parse_params(["delta=0.5", "normalize=true", "ema=conventional"])
+{'delta': 0.5, 'normalize': True, 'ema': 'conventional'}
+>>> import argparse, dataclasses
+>>> @dataclasses.dataclass
+... class Settings:
+...     steps: int = dataclasses.field(default=200, metadata={"help": "training steps"})
+...     lr: float = dataclasses.field(default=3e-4, metadata={"help": "learning rate"})
+>>> ap = argparse.ArgumentParser(prog="demo")
+>>> add_settings(ap, Settings)
+>>> given_settings(ap.parse_args(["--steps", "10"]), Settings)
+{'steps': 10}
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import json
+import os
+import re
+import sys
+import types
+import typing
+from typing import Any, Callable, Iterable, Sequence
+
+__all__ = [
+    "run", "console", "error_message", "add_param_option", "parse_params", "add_threads_option",
+    "default_threads", "apply_threads", "add_settings", "given_settings",
+]
+
+#: exit status of a command refused for bad input / interrupted / whose reader went away
+EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 2, 130, 141
+
+
+# ------------------------------------------------------------------ running
+def _flag_names(parser: argparse.ArgumentParser, out: dict[str, str] | None = None) -> dict[str, str]:
+    """dest → the long option string, over the parser and all its subparsers."""
+    out = {} if out is None else out
+    for act in parser._actions:  # argparse has no public walker of its actions
+        if isinstance(act, argparse._SubParsersAction):
+            for sub in act.choices.values():
+                _flag_names(sub, out)
+        elif act.option_strings and act.dest not in ("help",):
+            longs = [s for s in act.option_strings if s.startswith("--")] or list(act.option_strings)
+            if act.dest == "param":  # --param, never its deprecated aliases
+                longs = ["--param"] if "--param" in act.option_strings else longs
+            out.setdefault(act.dest, longs[0])
+            # a negated boolean (--no-log-kl, dest log_kl) is also found under its own spelling
+            out.setdefault(longs[0].lstrip("-").replace("-", "_"), longs[0])
+    return out
+
+
+def error_message(err: BaseException, parser: argparse.ArgumentParser | None = None) -> str:
+    """The message of ``err`` with a leading setting name replaced by its flag."""
+    msg = str(err)
+    if parser is None:
+        return msg
+    flags = _flag_names(parser)
+    m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(?=[ :=\[])", msg)
+    if m and m.group(1) in flags:
+        msg = flags[m.group(1)] + msg[m.end():]
+    return msg
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
+    for act in parser._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            return set(act.choices)
+    return set()
+
+
+def run(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
+        argv: Sequence[str] | None = None, *, default_command: str | None = None) -> int:
+    """Parse ``argv``, run the chosen command, and return the exit status (see module docstring).
+
+    ``default_command``: the subcommand used when the first argument names none (``rlvr-diff
+    BASE CKPT`` is ``rlvr-diff weights BASE CKPT``); ``-h``/``--help`` still show the overview.
+    """
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if default_command and argv and argv[0] not in _subcommands(parser) and argv[0] not in ("-h", "--help"):
+        argv.insert(0, default_command)
+    try:
+        args = parser.parse_args(argv)
+        apply_threads(getattr(args, "threads", None), explicit=hasattr(args, "threads"))
+        func = getattr(args, "func", None)
+        if func is None:  # pragma: no cover - every parser sets one
+            parser.print_usage(sys.stderr)
+            return EXIT_USAGE
+        result = func(args)
+        if isinstance(result, str):
+            sys.stdout.write(result if result.endswith("\n") else result + "\n")
+            result = 0
+        sys.stdout.flush()
+        return int(result or 0)
+    except ValueError as err:
+        print(f"{prog}: error: {error_message(err, parser)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader (e.g. `head`) went away: silence the final flush of stdout and stop
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # pragma: no cover - stdout without a file descriptor
+            pass
+        return EXIT_PIPE
+
+
+def console(prog: str, build_parser: Callable[[], argparse.ArgumentParser], *,
+            default_command: str | None = None) -> Callable[[], None]:
+    """A console-script entry point: ``sys.exit(run(prog, build_parser))``."""
+    def main_exit() -> None:
+        sys.exit(run(prog, build_parser, default_command=default_command))
+    main_exit.__doc__ = f"Console entry point of ``{prog}``."
+    return main_exit
+
+
+# --------------------------------------------------------------- --param
+def add_param_option(parser: argparse.ArgumentParser, *, of: str = "advantage",
+                     json_alias: str | None = None) -> None:
+    """A repeatable ``--param NAME=VALUE`` (dest ``param``, a list of strings).
+
+    ``json_alias`` (e.g. ``"--advantage-params"``) adds the deprecated JSON-object spelling;
+    its pairs are appended to the same list (see :func:`parse_params`).
+    """
+    parser.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
+                        help=f"{of} parameter, repeatable (e.g. --param delta=0.5)")
+    if json_alias:
+        parser.add_argument(json_alias, dest="param", action=_JSONParams, default=None, metavar="JSON",
+                            help="deprecated: the same as --param, as one JSON object")
+
+
+class _JSONParams(argparse.Action):
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        try:
+            obj = json.loads(values)
+        except json.JSONDecodeError as err:
+            parser.error(f"{option_string}: not a JSON object ({err.msg})")
+        if not isinstance(obj, dict):
+            parser.error(f"{option_string}: must be a JSON object, e.g. '{{\"delta\": 0.5}}'")
+        print(f"{parser.prog}: warning: {option_string} is deprecated; use --param NAME=VALUE", file=sys.stderr)
+        items = list(getattr(namespace, self.dest) or [])
+        items += [f"{k}={v!r}" if isinstance(v, str) else f"{k}={json.dumps(v) if v is not None else 'none'}"
+                  for k, v in obj.items()]
+        setattr(namespace, self.dest, items)
+
+
+def parse_params(items: Iterable[str] | None) -> dict[str, Any]:
+    """``["delta=0.5", "normalize=true"]`` → ``{"delta": 0.5, "normalize": True}``.
+
+    Values are Python literals (``0.5``, ``3``, ``(1, 2)``, ``None``, ``True``); ``true``,
+    ``false``, ``none`` and ``null`` in any case; anything else stays a string.  A name given
+    twice keeps the last value.
+    """
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, raw = str(item).partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep or not key.isidentifier():
+            raise ValueError(f"param must look like NAME=VALUE (e.g. delta=0.5), got {item!r}")
+        low = raw.lower()
+        if low in ("true", "false", "none", "null"):
+            val: Any = {"true": True, "false": False, "none": None, "null": None}[low]
+        else:
+            try:
+                val = ast.literal_eval(raw)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                val = raw
+        out[key] = val
+    return out
+
+
+# ----------------------------------------------------------------- threads
+def default_threads() -> int:
+    """Default for ``--threads``: 1.
+
+    Measured on the 2-core machine this toolkit is tested on (``docs/cli.md``): with the
+    machine busy, torch's own default (one thread per core) made ``rlvr-sim categorical
+    --preset fgrpo-fig4-small`` ~12x slower than one thread, while on an idle machine two
+    threads gained at most a few percent, because the simulators already batch their work.
+    Pass ``--threads N`` to use more cores on a machine you have to yourself.
+    """
+    return 1
+
+
+def add_threads_option(parser: argparse.ArgumentParser) -> None:
+    """``--threads N`` (CPU threads of torch and of the BLAS/OpenMP pools)."""
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help=f"CPU threads for torch and BLAS (>= 1) [{default_threads()}; see docs/cli.md]")
+
+
+def apply_threads(n: int | None, *, explicit: bool = True) -> int | None:
+    """Use ``n`` CPU threads (``None``: :func:`default_threads`) in torch and the BLAS pools.
+
+    ``explicit=False`` (a command without ``--threads``) changes nothing.  Returns the number
+    set.  Torch is configured only if it is installed (it is imported here for that).
+    """
+    if not explicit:
+        return None
+    from .checks import integer
+
+    n = integer("threads", default_threads() if n is None else n, low=1)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(n)  # for worker processes started from here
+    try:
+        import threadpoolctl
+
+        threadpoolctl.threadpool_limits(n)
+    except ImportError:  # pragma: no cover - a dependency
+        pass
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return n
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
+
+# ---------------------------------------------------------------- settings
+def _unwrap_optional(tp: Any) -> Any:
+    args = typing.get_args(tp)
+    if (typing.get_origin(tp) in (typing.Union, types.UnionType)) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return rest[0] if len(rest) == 1 else str
+    return tp
+
+
+def _show(default: Any) -> str:
+    if isinstance(default, tuple):
+        return " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in default)
+    if isinstance(default, float):
+        return f"{default:g}"
+    return str(default)
+
+
+def add_settings(parser: argparse.ArgumentParser, cls: type, *, exclude: Iterable[str] = (),
+                 only: Iterable[str] | None = None, required: Iterable[str] = ()) -> None:
+    """One flag per field of the dataclass ``cls`` (``--group-size`` for ``group_size``).
+
+    A field's ``metadata`` may hold ``help`` (text), ``choices``, ``metavar``, ``flag`` (another
+    spelling), ``default_text`` (shown instead of the default) and ``cli=False`` (no flag).
+    Flags default to ``None`` so that :func:`given_settings` returns only what was typed; the
+    help text shows the field's default.  ``bool`` fields default ``False`` become
+    ``--name``; default ``True`` become ``--no-name``.  ``tuple[float, float]`` takes two
+    values, ``list[int]`` one or more; ``dict`` fields get no flag.
+    """
+    hints = typing.get_type_hints(cls)
+    exclude, only, required = set(exclude), None if only is None else list(only), set(required)
+    fields = [f for f in dataclasses.fields(cls) if f.name not in exclude and f.metadata.get("cli", True)]
+    if only is not None:
+        by = {f.name: f for f in fields}
+        fields = [by[n] for n in only if n in by]
+    for f in fields:
+        tp = _unwrap_optional(hints[f.name])
+        origin = typing.get_origin(tp)
+        if tp is dict or origin is dict:
+            continue
+        flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+        has_default = f.default is not dataclasses.MISSING
+        shown = f.metadata.get("default_text", _show(f.default) if has_default else None)
+        help_ = f.metadata.get("help", "")
+        if shown is not None and f.name not in required:
+            help_ = f"{help_} [{shown}]".strip()
+        kw: dict[str, Any] = {"dest": f.name, "default": None, "help": help_}
+        if f.name in required:
+            kw["required"] = True
+        if tp is bool:
+            if has_default and f.default is True:
+                flag = f.metadata.get("flag", "--no-" + f.name.replace("_", "-"))
+                kw.update(action="store_false", help=f.metadata.get("help", ""))
+            else:
+                kw["action"] = "store_true"
+            parser.add_argument(flag, **kw)
+            continue
+        if origin is tuple:
+            elem = typing.get_args(tp)
+            kw.update(nargs=len(elem), type=elem[0])
+        elif origin is list:
+            kw.update(nargs="+", type=typing.get_args(tp)[0])
+        else:
+            kw["type"] = tp if tp in (int, float, str) else str
+        for key in ("choices", "metavar"):
+            if key in f.metadata:
+                kw[key] = f.metadata[key]
+        parser.add_argument(flag, **kw)
+
+
+def given_settings(args: argparse.Namespace, cls: type, *, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The fields of ``cls`` the user gave on the command line (not ``None``) as keyword
+    arguments (``tuple`` fields as tuples)."""
+    keep = None if names is None else set(names)
+    hints = typing.get_type_hints(cls)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if keep is not None and f.name not in keep:
+            continue
+        v = getattr(args, f.name, None)
+        if v is None:
+            continue
+        if typing.get_origin(_unwrap_optional(hints[f.name])) is tuple:
+            v = tuple(v)
+        out[f.name] = v
+    return out
