@@ -29,9 +29,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import torch
@@ -93,6 +94,15 @@ def find_output_head(names: Iterable[str], config: dict) -> tuple[str | None, bo
     under a prefix) wins; otherwise, with tied embeddings (``config["tie_word_embeddings"]``,
     default ``True`` as in transformers) the input embedding matrix is the head
     (``tied=True``).  ``(None, False)`` if neither is found.
+
+    Examples
+    --------
+    >>> find_output_head(["model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight", "lm_head.weight"], {})
+    ('lm_head.weight', False)
+    >>> find_output_head(["transformer.wte.weight", "transformer.h.0.attn.c_attn.weight"], {})   # GPT-2: tied
+    ('transformer.wte.weight', True)
+    >>> find_output_head(["model.embed_tokens.weight"], {"tie_word_embeddings": False})
+    (None, False)
     """
     names = list(names)
     for h in _HEAD_NAMES:
@@ -341,6 +351,27 @@ def open_checkpoint(path: str | Path, label: str = "checkpoint") -> Checkpoint:
     Raises ``ValueError`` (message starting with ``label``) if ``path`` is not a directory,
     has no ``config.json`` or no safetensors weights, if the index lists a missing shard or
     a tensor its shard lacks, or if a safetensors file is truncated or corrupt.
+
+    Examples
+    --------
+    A tiny checkpoint directory: ``config.json`` and one safetensors file.
+
+    >>> import pathlib, tempfile
+    >>> from safetensors.torch import save_file
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "config.json").write_text('{"model_type": "toy", "vocab_size": 32}')
+    >>> save_file({"model.embed_tokens.weight": torch.ones(32, 8, dtype=torch.bfloat16),
+    ...            "model.layers.0.mlp.up_proj.weight": torch.ones(16, 8),
+    ...            "model.layers.1.mlp.up_proj.weight": torch.ones(16, 8)}, str(d / "model.safetensors"))
+    >>> ck = open_checkpoint(d, "base")
+    >>> ck.head, ck.tied, ck.num_layers, ck.vocab_size       # tied embedding: the head
+    ('model.embed_tokens.weight', True, 2, 32)
+    >>> ck.info(ck.head).dtype, ck.read_float(ck.head, 0, 4).shape, ck.kind("model.layers.1.mlp.up_proj.weight")
+    ('BF16', (4, 8), 'block')
+    >>> open_checkpoint(d / "missing", "base")
+    Traceback (most recent call last):
+    ...
+    ValueError: base: '...missing' does not exist (expected a Hugging Face checkpoint directory with config.json and model.safetensors)
     """
     return Checkpoint(path, label)
 

@@ -1,38 +1,51 @@
 """``rlvr-diff``: ΔW report of RL checkpoints against their base, and hidden-state geometry.
 
-    rlvr-diff BASE RL_1 [RL_2 ...] --out DIR [--device auto|cpu|cuda] [--top-k 64]
+    rlvr-diff [weights] BASE RL_1 [RL_2 ...] --out DIR [--device auto|cpu|cuda] [--top-k 64]
               [--layers all|head] [--tokenizer DIR] [--full-spectrum] [--series RUN_DIR]
-              [--json] [--quiet]
+              [--threads N] [--json] [--quiet]
     rlvr-diff hidden-states CHECKPOINT --rollouts FILE.jsonl --out DIR [--tokenizer DIR]
-              [--device auto|cpu|cuda] [--batch-size 8] [--temperature 1.0] [--json] [--quiet]
+              [--device auto|cpu|cuda] [--batch-size 8] [--temperature 1.0] [--threads N]
+              [--json] [--quiet]
 
-The first form writes ``DIR/report.md``, ``report.html`` (self-contained), ``report.json``
-and PNGs (:mod:`analysis.weight_diff`, :mod:`analysis.report`); ``--series RUN_DIR`` adds
-the ``checkpoint-*`` directories of a run in step order (after any RL given), and the
-cross-checkpoint alignment is taken against the last one.  The second form writes
-``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  ``--json``
-prints the JSON document on stdout; otherwise a short summary is printed unless
-``--quiet`` (which also hides progress bars).  Errors: ``rlvr-diff: error: ...`` on
-stderr, exit status 2.
+``weights`` (the default subcommand: ``rlvr-diff BASE RL --out DIR`` is ``rlvr-diff weights
+BASE RL --out DIR``) writes ``DIR/report.md``, ``report.html`` (self-contained),
+``report.json`` and PNGs (:mod:`analysis.weight_diff`, :mod:`analysis.report`); ``--series
+RUN_DIR`` adds the ``checkpoint-*`` directories of a run in step order (after any RL given),
+and the cross-checkpoint alignment is taken against the last one.  ``hidden-states`` writes
+``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  Both JSON files
+carry a ``"run"`` block (:func:`analysis.runtime.run_metadata`: package version, the
+command's settings, seed, device, threads).  ``--json`` prints the JSON document on stdout;
+otherwise a short summary is printed unless ``--quiet`` (which also hides progress bars).
+
+Running, errors, ``--threads``, Ctrl-C and closed pipes are handled by
+:mod:`rlvr_theory.runner`: a bad argument prints ``rlvr-diff: error: ...`` on stderr and
+exits with status 2, leaving no output directory behind.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Sequence
+import functools
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["main", "main_exit", "build_parser", "build_hidden_parser"]
+from rlvr_theory import runner
+from rlvr_theory.serialize import fmt_number
+
+__all__ = ["main", "main_exit", "build_parser", "PROG"]
 
 PROG = "rlvr-diff"
 
+#: numbers of the printed summary: 4 significant digits, thousands separators (as the report)
+_fmt = functools.partial(fmt_number, digits=4, thousands=True)
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog=PROG,
+
+# ------------------------------------------------------------------ parser
+def _add_weights(sub: Any) -> None:
+    ap = sub.add_parser(
+        "weights", help="ΔW report of RL checkpoints against their base (the default subcommand)",
         description="Compare RL checkpoints with their base checkpoint: ΔW norms, densities, SVD / rank-1 "
-                    "metrics of the output head and every weight, alignment and clustering (FADE App. 15). "
-                    "Also: 'rlvr-diff hidden-states CHECKPOINT --rollouts FILE --out DIR'.")
+                    "metrics of the output head and every weight, alignment and clustering (FADE App. 15).")
     ap.add_argument("base", metavar="BASE", help="base (SFT) checkpoint directory")
     ap.add_argument("checkpoints", metavar="RL", nargs="*", help="RL checkpoint directories")
     ap.add_argument("--out", required=True, metavar="DIR", help="report directory (created atomically)")
@@ -43,14 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory to decode the top tokens of u")
     ap.add_argument("--full-spectrum", action="store_true", help="all singular values of every weight")
     ap.add_argument("--series", metavar="RUN_DIR", help="add RUN_DIR/checkpoint-* in step order")
+    runner.add_threads_option(ap)
     ap.add_argument("--json", action="store_true", help="print report.json on stdout")
     ap.add_argument("--quiet", action="store_true", help="no progress bars, no summary")
-    return ap
+    ap.set_defaults(func=_run_weights)
 
 
-def build_hidden_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog=f"{PROG} hidden-states",
+def _add_hidden_states(sub: Any) -> None:
+    ap = sub.add_parser(
+        "hidden-states", help="hidden-state geometry of correct vs failed rollouts",
         description="Hidden-state geometry of correct vs failed rollouts: perpendicular correlation and group "
                     "residual norms with their CLT baseline (FADE App. 15.2, Tables 10-11).")
     ap.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory")
@@ -62,17 +76,42 @@ def build_hidden_parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
     ap.add_argument("--batch-size", type=int, default=8, help="sequences per forward pass (default 8)")
     ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of π (default 1)")
+    runner.add_threads_option(ap)
     ap.add_argument("--json", action="store_true", help="print hidden_states.json on stdout")
     ap.add_argument("--quiet", action="store_true", help="no progress bars, no summary")
+    ap.set_defaults(func=_run_hidden_states)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rlvr-diff`` parser: subcommands ``weights`` (default) and ``hidden-states``.
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["weights", "sft", "rl-1", "rl-2", "--out", "rep", "--threads", "2"])
+    >>> args.command, args.base, args.checkpoints, args.top_k, args.threads
+    ('weights', 'sft', ['rl-1', 'rl-2'], 64, 2)
+    >>> build_parser().parse_args(["hidden-states", "ck", "--rollouts", "r.jsonl", "--out", "hs"]).batch_size
+    8
+    """
+    ap = argparse.ArgumentParser(
+        prog=PROG,
+        description="Checkpoint analysis of RL runs.  'rlvr-diff [weights] BASE RL... --out DIR': ΔW report "
+                    "(FADE App. 15); 'rlvr-diff hidden-states CHECKPOINT --rollouts FILE --out DIR': hidden-state "
+                    "geometry (FADE App. 15.2).  'weights' is the default subcommand.")
+    sub = ap.add_subparsers(dest="command", metavar="{weights,hidden-states}")
+    sub.required = True
+    _add_weights(sub)
+    _add_hidden_states(sub)
     return ap
 
 
-def _fmt(x: object) -> str:
-    from .report import _fmt as f
-    return f(x)
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The command's arguments as typed (for the ``"run"`` block of the JSON file)."""
+    return {k: v for k, v in vars(args).items() if k not in ("func", "json", "quiet")}
 
 
-def _run_diff(args: argparse.Namespace) -> int:
+# ---------------------------------------------------------------- commands
+def _run_weights(args: argparse.Namespace) -> int:
     from . import report, weight_diff
 
     cks = list(args.checkpoints)
@@ -82,6 +121,7 @@ def _run_diff(args: argparse.Namespace) -> int:
         raise ValueError("checkpoints: give at least one RL checkpoint directory or --series RUN_DIR")
     doc = weight_diff.diff(args.base, cks, device=args.device, top_k=args.top_k, layers=args.layers,
                            tokenizer=args.tokenizer, full_spectrum=args.full_spectrum, progress=not args.quiet)
+    doc["run"]["settings"] = _settings(args)
     out = report.write_report(doc, args.out)
     if args.json:
         print(report.to_json(doc))
@@ -98,11 +138,12 @@ def _run_diff(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_hidden(args: argparse.Namespace) -> int:
+def _run_hidden_states(args: argparse.Namespace) -> int:
     from . import hidden_states, report
 
     doc = hidden_states.geometry(args.checkpoint, args.rollouts, tokenizer=args.tokenizer, device=args.device,
                                  batch_size=args.batch_size, temperature=args.temperature, progress=not args.quiet)
+    doc["run"]["settings"] = _settings(args)
     out = report.write_hidden_states_report(doc, args.out)
     if args.json:
         print(report.to_json(doc))
@@ -114,24 +155,19 @@ def _run_hidden(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------- entry points
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``rlvr-diff``; return the exit status (0, or 2 on a usage or input error)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    hidden = bool(argv) and argv[0] == "hidden-states"
-    parser = build_hidden_parser() if hidden else build_parser()
+    """Run ``rlvr-diff``; return the exit status (0, 2 on a usage or input error, 130 on Ctrl-C).
+
+    Also in-process: argparse's own exit (usage error, ``--help``) is returned, not raised.
+    """
     try:
-        args = parser.parse_args(argv[1:] if hidden else argv)
-    except SystemExit as exc:  # argparse printed its usage error (exit 2) or --help (exit 0)
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 2
-    try:
-        return _run_hidden(args) if hidden else _run_diff(args)
-    except ValueError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
+        return runner.run(PROG, build_parser, argv, default_command="weights")
+    except SystemExit as exc:  # argparse printed its usage error (2) or the help (0)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
 
 
-def main_exit() -> None:  # console-script entry point
-    sys.exit(main())
+main_exit = runner.console(PROG, build_parser, default_command="weights")
 
 
 if __name__ == "__main__":  # pragma: no cover

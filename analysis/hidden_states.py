@@ -1,4 +1,4 @@
-"""Hidden-state geometry of correct vs failed rollouts (FADE (000) App. 15, "Hidden-state analysis",
+"""Hidden-state geometry of correct vs failed rollouts (FADE App. 15, "Hidden-state analysis",
 App. 15.2, Tables 10-11).
 
 For the tokens ``i`` of the completions of a batch of rollouts (prompt + completion, with
@@ -31,15 +31,19 @@ import json
 import math
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
+from rlvr_theory import checks
+
 from . import spectra
 from .checkpoints import has_tokenizer, load_tokenizer, open_checkpoint
+from .runtime import resolve_device, run_metadata
 
 __all__ = [
     "load_rollouts",
@@ -48,9 +52,14 @@ __all__ = [
     "residual_norm",
     "geometry",
     "PAPER",
+    "DTYPES",
 ]
 
-#: FADE (000) App. 15.2 numbers (Qwen 2.5 7B, AsymGRPO δ = 0.5)
+#: accepted values of ``dtype=``
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+_WHERE = "rollouts"  # how messages name the rollouts
+
+#: FADE App. 15.2 numbers (Qwen 2.5 7B, AsymGRPO δ = 0.5)
 PAPER = {"n_success": 8968, "n_failure": 54700, "clt_baseline": 0.40,
          "residual_ratio_measured": (0.73, 0.79), "rho_ratio": (3.0, 4.0)}
 
@@ -59,7 +68,7 @@ PAPER = {"n_success": 8968, "n_failure": 54700, "clt_baseline": 0.40,
 def project_out(H: Any, u: Any) -> np.ndarray:
     """``h_i^⊥ = h_i − (h_iᵀu)u`` for every row of ``H`` (``u`` normalised here); float64.
 
-    FADE (000) App. 15 "Hidden-state analysis".
+    FADE App. 15 "Hidden-state analysis".
     """
     H = np.asarray(H, dtype=np.float64)
     u = np.asarray(u, dtype=np.float64).reshape(-1)
@@ -77,8 +86,15 @@ def mean_pairwise_cosine(X: Any) -> float:
 
     ``ρ̂ = (‖Σ_i x̂_i‖² − N)/(N(N − 1))`` with ``x̂_i = x_i/‖x_i‖`` (the sum of all
     ``x̂_iᵀx̂_j`` minus the diagonal), in ``O(N d)``.  Rows of zero norm (undefined cosine)
-    are left out.  FADE (000) Table 10.  Raises ``ValueError`` for fewer than two
+    are left out.  FADE Table 10.  Raises ``ValueError`` for fewer than two
     non-zero rows.
+
+    Examples
+    --------
+    >>> mean_pairwise_cosine([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]])   # cosines 0, 1/√2, 1/√2
+    0.471404520791
+    >>> mean_pairwise_cosine(project_out([[1.0, 1.0], [1.0, -1.0]], [1.0, 0.0]))   # h⊥ = (0, ±1)
+    -1.0
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
@@ -93,7 +109,7 @@ def mean_pairwise_cosine(X: Any) -> float:
 
 
 def residual_norm(sum_vh: Any, n: int, u: Any) -> float:
-    """``‖R_g‖_F`` with ``R_g = (1/N_g)·(Σ_i v_i h_iᵀ)(I − u uᵀ)`` (FADE (000) App. 15.2).
+    """``‖R_g‖_F`` with ``R_g = (1/N_g)·(Σ_i v_i h_iᵀ)(I − u uᵀ)`` (FADE App. 15.2).
 
     ``sum_vh``: ``Σ_{i∈g} v_i h_iᵀ`` (``V × d``), ``n = N_g``, ``u`` the projection
     direction (normalised here).  The projected matrix is formed in row blocks (no
@@ -154,10 +170,9 @@ def _check_record(rec: Any, where: str) -> dict[str, Any]:
     if "prompt_ids" in rec or "completion_ids" in rec:
         for k in ("prompt_ids", "completion_ids"):
             v = rec.get(k)
-            if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
-                                                 for x in v):
+            if not isinstance(v, list) or any(isinstance(x, bool) for x in v):
                 raise ValueError(f"{where}: {k} must be a list of token ids (integers >= 0), got {v!r}")
-            r[k] = v
+            r[k] = [int(x) for x in checks.array(f"{where}: {k}", v, ndim=1, integer=True, low=0)]
     elif isinstance(rec.get("prompt"), str) and isinstance(rec.get("completion"), str):
         r["prompt"], r["completion"] = rec["prompt"], rec["completion"]
     else:
@@ -165,9 +180,10 @@ def _check_record(rec: Any, where: str) -> dict[str, Any]:
                          f"'prompt' and 'completion' (strings)")
     if isinstance(rec.get("correct"), bool):
         r["correct"] = rec["correct"]
-    elif isinstance(rec.get("reward"), (int, float)) and not isinstance(rec.get("reward"), bool) \
-            and math.isfinite(rec["reward"]):
-        r["correct"] = rec["reward"] > 0
+    elif "reward" in rec:
+        r["correct"] = checks.number(f"{where}: reward", rec["reward"]) > 0
+    elif "correct" in rec:
+        checks.choice(f"{where}: correct", rec["correct"], (True, False))
     else:
         raise ValueError(f"{where} needs 'correct' (true/false) or 'reward' (a finite number, "
                          f"correct iff > 0)")
@@ -192,7 +208,7 @@ def _tokenize(rollouts: Sequence[Mapping[str, Any]], tok: Any, where: str) -> li
 def geometry(checkpoint: str, rollouts: str | Sequence[Mapping[str, Any]], *, tokenizer: str | None = None,
              device: str = "auto", batch_size: int = 8, temperature: float = 1.0, dtype: str = "auto",
              progress: bool = True) -> dict[str, Any]:
-    """Hidden-state geometry of a checkpoint on rollouts (FADE (000) App. 15, Tables 10-11).
+    """Hidden-state geometry of a checkpoint on rollouts (FADE App. 15, Tables 10-11).
 
     Parameters
     ----------
@@ -219,33 +235,72 @@ def geometry(checkpoint: str, rollouts: str | Sequence[Mapping[str, Any]], *, to
         ``n_trajectories``, ``n_tokens`` (``N_S``, ``N_F``), ``rho_perp`` (``ρ̂`` per group
         and their ratio), ``residual_norm`` (``‖R_S‖``, ``‖R_F‖``), ``residual_ratio``
         (``‖R_F‖/‖R_S‖``), ``clt_baseline`` (``sqrt(N_S/N_F)``), ``ratio_over_baseline``,
-        ``u1_energy_fraction`` (``σ_1²(H)/‖H‖_F²``), the paper's numbers, settings.
-        Quantities of an empty (or single-token) group are ``None``.
-    """
-    from rlvr_theory.rank1 import clt_residual_ratio
+        ``u1_energy_fraction`` (``σ_1²(H)/‖H‖_F²``), the paper's numbers, settings, and
+        ``run`` (:func:`analysis.runtime.run_metadata` of the arguments).  Quantities of an
+        empty (or single-token) group are ``None``.
 
+    The work goes in phases: check the settings, tokenize the rollouts (:func:`_sequences`),
+    load the model (:func:`_load_model`), one forward pass over the batches accumulating
+    ``H`` and ``Σ v_i h_iᵀ`` per outcome (:func:`_forward`), then the statistics per
+    outcome (:func:`_per_outcome`) and the CLT baseline (:func:`_clt`).
+    """
     t0 = time.perf_counter()
-    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0 \
-            or not math.isfinite(temperature):
-        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
-    if dtype not in ("auto", "float32", "bfloat16", "float16"):
-        raise ValueError(f"dtype must be one of 'auto', 'float32', 'bfloat16', 'float16', got {dtype!r}")
+    batch_size = checks.integer("batch_size", batch_size, low=1)
+    temperature = checks.number("temperature", temperature, low=0, low_open=True)
+    checks.choice("dtype", dtype, DTYPES)
     ck = open_checkpoint(checkpoint, "checkpoint")
-    dev = spectra.resolve_device(device)
+    dev = resolve_device(device)
+    seqs, tok_dir = _sequences(checkpoint, rollouts, tokenizer)
+    model, head = _load_model(ck, dev, dtype)
+    usable = _usable(seqs, model, head)
+    acc = _forward(model, head, usable, dev, batch_size, temperature, progress)
+    stats = _per_outcome(acc)
+    clt = _clt(stats)
+    V, d = (int(x) for x in head.weight.shape)
+    return {
+        "checkpoint": str(checkpoint),
+        "device": str(dev),
+        "n_trajectories": {"success": sum(1 for s in usable if s[2]), "failure": sum(1 for s in usable if not s[2])},
+        "n_skipped_trajectories": len(seqs) - len(usable),
+        "n_tokens": {"success": stats["n_s"], "failure": stats["n_f"]},
+        "hidden_size": d,
+        "vocab_size": V,
+        "u1_energy_fraction": stats["u1_energy_fraction"],
+        "rho_perp": stats["rho_perp"],
+        "residual_norm": stats["residual_norm"],
+        **clt,
+        "paper": {"clt_baseline": PAPER["clt_baseline"], "n_success": PAPER["n_success"],
+                  "n_failure": PAPER["n_failure"], "residual_ratio_measured": list(PAPER["residual_ratio_measured"]),
+                  "rho_ratio": list(PAPER["rho_ratio"])},
+        "settings": {"temperature": temperature, "batch_size": batch_size,
+                     "tokenizer": None if tok_dir is None else str(tok_dir), "dtype": str(model.dtype)},
+        "timing_s": time.perf_counter() - t0,
+        "run": run_metadata({"checkpoint": str(checkpoint),
+                             "rollouts": str(rollouts) if isinstance(rollouts, (str, os.PathLike))
+                             else f"{len(seqs)} records",
+                             "tokenizer": None if tokenizer is None else str(tokenizer), "device": str(device),
+                             "batch_size": batch_size, "temperature": temperature, "dtype": dtype},
+                            seed=None, device=dev),
+    }
+
+
+# ---------------------------------------------------------------- phases
+def _sequences(checkpoint: str, rollouts: Any, tokenizer: str | None) -> tuple[list[tuple[list[int], int, bool]],
+                                                                                  str | None]:
+    """Load and tokenize the rollouts: ``[(ids, prompt length, correct)]`` and the tokenizer used."""
     if isinstance(rollouts, (str, os.PathLike)):
         recs = load_rollouts(rollouts)
-        where = "rollouts"
     else:
         recs = list(rollouts)
-        where = "rollouts"
         if not recs:
             raise ValueError("rollouts must hold at least one rollout")
     tok_dir = tokenizer if tokenizer is not None else (checkpoint if has_tokenizer(checkpoint) else None)
     tok = load_tokenizer(tok_dir, "tokenizer", transformers=True) if tok_dir is not None else None
-    seqs = _tokenize(recs, tok, where)
+    return _tokenize(recs, tok, _WHERE), tok_dir
 
+
+def _load_model(ck: Any, dev: torch.device, dtype: str) -> tuple[Any, Any]:
+    """The causal LM on ``dev`` in eval mode, and its output head."""
     try:
         from transformers import AutoModelForCausalLM
     except ImportError:  # pragma: no cover
@@ -260,19 +315,27 @@ def geometry(checkpoint: str, rollouts: str | Sequence[Mapping[str, Any]], *, to
         raise ValueError(f"checkpoint: transformers could not load a causal LM from {str(ck.path)!r}: {err}") \
             from None
     model.to(dev).eval()
-    head = model.get_output_embeddings()
+    return model, model.get_output_embeddings()
+
+
+def _usable(seqs: list[tuple[list[int], int, bool]], model: Any, head: Any) -> list[tuple[list[int], int, bool]]:
+    """Refuse sequences the model cannot read; keep those with a non-empty prompt and completion."""
     V = int(head.weight.shape[0])
-    d = int(head.weight.shape[1])
     max_pos = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
-    for i, (ids, plen, _) in enumerate(seqs):
+    for i, (ids, _, _) in enumerate(seqs):
         if max_pos is not None and len(ids) > max_pos:
-            raise ValueError(f"{where}[{i}]: sequence of {len(ids)} tokens exceeds the model's "
+            raise ValueError(f"{_WHERE}[{i}]: sequence of {len(ids)} tokens exceeds the model's "
                              f"max_position_embeddings = {max_pos}")
         if ids and max(ids) >= V:
-            raise ValueError(f"{where}[{i}]: token id {max(ids)} is outside the vocabulary (size {V})")
-    usable = [s for s in seqs if len(s[0]) - s[1] >= 1 and s[1] >= 1]
-    n_skipped = len(seqs) - len(usable)
+            raise ValueError(f"{_WHERE}[{i}]: token id {max(ids)} is outside the vocabulary (size {V})")
+    return [s for s in seqs if len(s[0]) - s[1] >= 1 and s[1] >= 1]
 
+
+def _forward(model: Any, head: Any, usable: list[tuple[list[int], int, bool]], dev: torch.device,
+             batch_size: int, temperature: float, progress: bool) -> dict[str, Any]:
+    """One pass over length-sorted batches: the completion tokens' hidden states ``H`` (the
+    head's input), their outcome labels, and ``S[g] = Σ_{i∈g} (e_{y_i} − π_i) h_iᵀ`` per outcome."""
+    V, d = (int(x) for x in head.weight.shape)
     cap: dict[str, torch.Tensor] = {}
     hook = head.register_forward_hook(lambda mod, inp, out: cap.__setitem__("h", inp[0]))
     S = {g: torch.zeros(V, d, dtype=torch.float64, device=dev) for g in (True, False)}
@@ -317,44 +380,36 @@ def geometry(checkpoint: str, rollouts: str | Sequence[Mapping[str, Any]], *, to
     finally:
         hook.remove()
     if not Hs:
-        raise ValueError(f"{where} must hold at least one rollout with a non-empty prompt and completion")
-    H = np.concatenate(Hs)
-    lab = np.concatenate(labels)
+        raise ValueError(f"{_WHERE} must hold at least one rollout with a non-empty prompt and completion")
+    return {"H": np.concatenate(Hs), "labels": np.concatenate(labels), "S": S}
+
+
+def _per_outcome(acc: dict[str, Any]) -> dict[str, Any]:
+    """``u_1`` of ``H``, then per outcome: ``N_g``, ``ρ̂_g`` of ``h⊥`` (Table 10), ``‖R_g‖_F``."""
+    H, lab, S = acc["H"], acc["labels"], acc["S"]
     spec = spectra.spectrum(H, 1, n_vectors=1, device="cpu")
     u1 = spec.v[:, 0]
     Hp = project_out(H, u1)
     n_s, n_f = int(lab.sum()), int((~lab).sum())
-    rho = {}
+    rho: dict[str, float | None] = {}
     for name, g in (("success", True), ("failure", False)):
-        sel = lab == g
         try:
-            rho[name] = mean_pairwise_cosine(Hp[sel])
+            rho[name] = mean_pairwise_cosine(Hp[lab == g])
         except ValueError:
             rho[name] = None
+    rho["ratio"] = rho["success"] / rho["failure"] if rho["success"] is not None and rho["failure"] else None
     res = {"success": residual_norm(S[True], n_s, u1) if n_s else None,
            "failure": residual_norm(S[False], n_f, u1) if n_f else None}
+    return {"n_s": n_s, "n_f": n_f, "u1_energy_fraction": spectra.rank1_fraction(spec), "rho_perp": rho,
+            "residual_norm": res}
+
+
+def _clt(stats: dict[str, Any]) -> dict[str, float | None]:
+    """Measured ``‖R_F‖/‖R_S‖`` against the CLT baseline ``sqrt(N_S/N_F)`` (App. 15.2, Table 11)."""
+    from rlvr_theory.rank1 import clt_residual_ratio
+
+    res, n_s, n_f = stats["residual_norm"], stats["n_s"], stats["n_f"]
     ratio = res["failure"] / res["success"] if res["success"] and res["failure"] is not None else None
     base = float(clt_residual_ratio(n_s, n_f)) if n_s and n_f else None
-    n_traj = {"success": sum(1 for s in usable if s[2]), "failure": sum(1 for s in usable if not s[2])}
-    return {
-        "checkpoint": str(checkpoint),
-        "device": str(dev),
-        "n_trajectories": n_traj,
-        "n_skipped_trajectories": n_skipped,
-        "n_tokens": {"success": n_s, "failure": n_f},
-        "hidden_size": d,
-        "vocab_size": V,
-        "u1_energy_fraction": spectra.rank1_fraction(spec),
-        "rho_perp": {**rho, "ratio": (rho["success"] / rho["failure"]
-                                      if rho["success"] is not None and rho["failure"] else None)},
-        "residual_norm": res,
-        "residual_ratio": ratio,
-        "clt_baseline": base,
-        "ratio_over_baseline": ratio / base if ratio is not None and base else None,
-        "paper": {"clt_baseline": PAPER["clt_baseline"], "n_success": PAPER["n_success"],
-                  "n_failure": PAPER["n_failure"], "residual_ratio_measured": list(PAPER["residual_ratio_measured"]),
-                  "rho_ratio": list(PAPER["rho_ratio"])},
-        "settings": {"temperature": float(temperature), "batch_size": int(batch_size),
-                     "tokenizer": None if tok_dir is None else str(tok_dir), "dtype": str(model.dtype)},
-        "timing_s": time.perf_counter() - t0,
-    }
+    return {"residual_ratio": ratio, "clt_baseline": base,
+            "ratio_over_baseline": ratio / base if ratio is not None and base else None}

@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from rlvr_theory.serialize import dumps
 

@@ -4,13 +4,13 @@ Notation: a problem is answered ``n`` times, ``c`` answers are correct; its solv
 ``p``; ``pass@k = 1 − (1 − p)^k`` and the *miss* is ``1 − pass@k``.  Over a set of problems
 ``pass@k`` is the mean over problems.
 
-Estimation (Chen et al. 2021; F-GRPO (002) App. H.4 Eq. 25; A-GRAE (003) App. C.2):
+Estimation (Chen et al. 2021; F-GRPO App. H.4 Eq. 25; A-GRAE App. C.2):
 
 * :func:`pass_at_k` — the unbiased estimator ``1 − C(n−c, k)/C(n, k)`` in the stable
   product form ``1 − Π_{i=n−c+1}^{n} (1 − k/i)``;
 * :func:`pass_at_k_table` — per-problem values for several k (long-form DataFrame).
 
-Population view (FADE (000) App. 12):
+Population view (FADE App. 12):
 
 * :func:`expected_pass_at_k` — ``E_p[1 − (1 − p)^k]`` for weighted samples of ``p`` or a
   scipy frozen distribution on [0, 1];
@@ -24,7 +24,7 @@ Population view (FADE (000) App. 12):
 * :func:`fit_beta_binomial`, :func:`fit_beta_mixture` — Beta-binomial and two-component
   Beta(-binomial) mixture fits of per-problem success counts (MLE or the paper's MSE).
 
-Uncertainty (FADE (000) App. 11.2; F-GRPO (002) App. I):
+Uncertainty (FADE App. 11.2; F-GRPO App. I):
 
 * :func:`subsample_pass_at_k` — benchmark pass@k from random m-out-of-n subsets of answers;
 * :func:`grouped_std` — FADE's standard deviation: groups of ``2k`` answers per problem;
@@ -38,13 +38,16 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import integrate, optimize, special
+
+from rlvr_theory import checks
 
 __all__ = [
     "pass_at_k",
@@ -70,70 +73,31 @@ __all__ = [
 ]
 
 # ------------------------------------------------------------------ validation
+# Every check is rlvr_theory.checks (one policy: integral floats and numpy integers are
+# integers, bool is not a number, NaN refused); these two only pick the scalar or the array
+# form of a check.
+def _ints(name: str, x: Any, low: int, high: int | None = None) -> np.ndarray:
+    """Integers in ``[low, high]``: a scalar or an array of them, as int64."""
+    if x is None or np.isscalar(x):
+        return np.asarray(checks.integer(name, x, low=low, high=high), dtype=np.int64)
+    return checks.array(name, x, integer=True, low=low, high=high, nonempty=True).astype(np.int64)
+
+
+def _reals(name: str, x: Any, low: float | None = None, high: float | None = None, *,
+           low_open: bool = False) -> np.ndarray:
+    """Finite numbers in the range: a scalar or an array of them, as float64."""
+    if x is None or np.isscalar(x):
+        return np.asarray(checks.number(name, x, low, high, low_open=low_open))
+    return checks.array(name, x, low=low, high=high, low_open=low_open, nonempty=True)
+
+
 def _short(x: Any) -> str:
     s = repr(x)
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def _int_array(name: str, x: Any, low: int, what: str | None = None) -> np.ndarray:
-    """An int64 array from integers or integer-valued floats, all ``>= low``."""
-    what = what or f"an integer >= {low} (or an array of them)"
-    try:
-        arr = np.asarray(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be {what}, got {_short(x)}") from None
-    if arr.dtype == bool or arr.dtype.kind not in "iuf" or arr.size == 0:
-        raise ValueError(f"{name} must be {what}, got {_short(x)}")
-    if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
-            bad = arr[~(np.isfinite(arr) & (arr == np.round(arr)))].flat[0]
-            raise ValueError(f"{name} must be {what}, got {bad!r}")
-    arr = arr.astype(np.int64)
-    if np.any(arr < low):
-        raise ValueError(f"{name} must be {what}, got {arr[arr < low].flat[0]}")
-    return arr
-
-
-def _real_array(name: str, x: Any, low: float, high: float = np.inf, *, open_low: bool = False,
-                what: str | None = None) -> np.ndarray:
-    lo_br = "(" if open_low else "["
-    what = what or f"a number in {lo_br}{low:g}, {high:g}] (or an array of them)"
-    try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be {what}, got {_short(x)}") from None
-    too_low = (arr <= low) if open_low else (arr < low)
-    bad = ~np.isfinite(arr) | too_low | (arr > high)
-    if arr.size == 0 or np.any(bad):
-        raise ValueError(f"{name} must be {what}, got {_short(arr[bad].flat[0] if np.any(bad) else x)}")
-    return arr
-
-
-def _unit_open(name: str, x: Any) -> float:
-    """A float strictly inside (0, 1)."""
-    v = float(_real_array(name, x, 0.0, 1.0, open_low=True, what="a number in (0, 1)"))
-    if v >= 1.0:
-        raise ValueError(f"{name} must be a number in (0, 1), got {v}")
-    return v
-
-
-def _rng(seed: Any) -> np.random.Generator:
-    if isinstance(seed, np.random.Generator):
-        return seed
-    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
-        return np.random.default_rng(int(seed))
-    raise ValueError(f"seed must be a non-negative integer or a numpy Generator, got {_short(seed)}")
-
-
-def _positive_int(name: str, x: Any, low: int = 1) -> int:
-    arr = _int_array(name, x, low, what=f"an integer >= {low}")
-    if arr.ndim != 0:
-        raise ValueError(f"{name} must be an integer >= {low}, got {_short(x)}")
-    return int(arr)
-
-
 def _ks(k: Any, high: np.ndarray | int, high_name: str) -> np.ndarray:
-    ks = np.atleast_1d(_int_array("k", k, 1, what=f"an integer in [1, {high_name}] (or a list of them)"))
+    ks = np.atleast_1d(_ints("k", k, 1))
     if ks.ndim != 1:
         raise ValueError(f"k must be an integer or a 1-D list of integers in [1, {high_name}]")
     if np.any(ks > np.min(high)):
@@ -144,10 +108,10 @@ def _ks(k: Any, high: np.ndarray | int, high_name: str) -> np.ndarray:
 
 def _counts(successes: Any, n: Any) -> tuple[np.ndarray, np.ndarray]:
     """Per-problem (c, n) as 1-D int arrays of equal length, 0 <= c <= n."""
-    c = _int_array("successes", successes, 0, what="an array of integers in [0, n], one per problem")
+    c = _ints("successes", successes, 0)
     if c.ndim != 1:
         raise ValueError(f"successes must be a 1-D array (one count per problem), got shape {c.shape}")
-    nn = _int_array("n", n, 1, what="an integer >= 1 or one per problem")
+    nn = _ints("n", n, 1)
     try:
         nn = np.broadcast_to(nn, c.shape).copy()
     except ValueError:
@@ -206,7 +170,7 @@ def pass_at_k(n: ArrayLike, c: ArrayLike, k: ArrayLike, *, complement: bool = Fa
     .. math:: \\widehat{\\mathrm{pass@}k} = 1 − \\binom{n−c}{k}\\Big/\\binom{n}{k}
               = 1 − \\prod_{i=n−c+1}^{n} \\Bigl(1 − \\frac{k}{i}\\Bigr)
 
-    Chen et al. (2021); F-GRPO (002) App. H.4 Eq. 25; A-GRAE (003) App. C.2.  The product
+    Chen et al. (2021); F-GRPO App. H.4 Eq. 25; A-GRAE App. C.2.  The product
     is summed in log space, so both ``pass@k`` and, with ``complement=True``, the miss
     ``C(n−c,k)/C(n,k)`` keep full relative precision (no ``comb`` overflow at any ``n``;
     the cost grows with the largest ``c``, not with ``n``).
@@ -223,10 +187,23 @@ def pass_at_k(n: ArrayLike, c: ArrayLike, k: ArrayLike, *, complement: bool = Fa
     -------
     ndarray of float in [0, 1], the broadcast shape.  ``pass@k = 1`` exactly when
     ``n − c < k`` (every k-subset holds a correct answer).
+
+    Examples
+    --------
+    10 answers, 3 correct: ``pass@k = 1 − C(7, k)/C(10, k)``.
+
+    >>> pass_at_k(10, 3, [1, 2, 5])
+    array([0.3       , 0.53333333, 0.91666667])
+    >>> float(pass_at_k(10, 3, 8))            # n − c = 7 < 8: every 8-subset holds a correct one
+    1.0
+    >>> pass_at_k([10, 10, 16], [0, 5, 16], 4)   # one problem per entry, broadcast
+    array([0.        , 0.97619048, 1.        ])
+    >>> float(pass_at_k(10**6, 1, 1, complement=True))   # the miss keeps its precision
+    0.999999
     """
-    n_ = _int_array("n", n, 1)
-    c_ = _int_array("c", c, 0, what="an integer in [0, n] (or an array of them)")
-    k_ = _int_array("k", k, 1, what="an integer in [1, n] (or an array of them)")
+    n_ = _ints("n", n, 1)
+    c_ = _ints("c", c, 0)
+    k_ = _ints("k", k, 1)
     try:
         nb, cb, kb = np.broadcast_arrays(n_, c_, k_)
     except ValueError:
@@ -258,12 +235,12 @@ def pass_at_k_table(successes: ArrayLike, n: ArrayLike, k: ArrayLike) -> pd.Data
 
 # --------------------------------------------------------- population pass@k
 def _k_real(k: Any) -> np.ndarray:
-    return _real_array("k", k, 0.0, open_low=True, what="a positive number (or an array of them)")
+    return _reals("k", k, 0.0, low_open=True)
 
 
 def expected_pass_at_k(k: ArrayLike, p: ArrayLike | None = None, *, weights: ArrayLike | None = None,
                        dist: Any = None, complement: bool = False) -> np.ndarray:
-    """pass@k of a solve-rate distribution, ``E_p[1 − (1 − p)^k]`` (FADE (000) App. 12).
+    """pass@k of a solve-rate distribution, ``E_p[1 − (1 − p)^k]`` (FADE App. 12).
 
     Give either samples ``p`` (optionally with non-negative ``weights``) or ``dist``, a
     scipy.stats frozen continuous distribution with support inside [0, 1].
@@ -283,11 +260,11 @@ def expected_pass_at_k(k: ArrayLike, p: ArrayLike | None = None, *, weights: Arr
     if (p is None) == (dist is None):
         raise ValueError("p or dist: give exactly one (samples of the solve rate, or a frozen distribution)")
     if p is not None:
-        pa = _real_array("p", p, 0.0, 1.0).ravel()
+        pa = _reals("p", p, 0.0, 1.0).ravel()
         if weights is None:
             w = np.full(pa.size, 1.0 / pa.size)
         else:
-            w = _real_array("weights", weights, 0.0, what="non-negative numbers, one per p").ravel()
+            w = _reals("weights", weights, 0.0).ravel()
             if w.size != pa.size or w.sum() <= 0:
                 raise ValueError(f"weights must be non-negative, one per p ({pa.size}), with a positive sum")
             w = w / w.sum()
@@ -317,8 +294,8 @@ def _quad_miss(cdf, k: float) -> float:
 
 
 def _beta_params(a: Any, b: Any, weights: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    aa = np.atleast_1d(_real_array("a", a, 0.0, open_low=True, what="a positive number (or one per component)"))
-    bb = np.atleast_1d(_real_array("b", b, 0.0, open_low=True, what="a positive number (or one per component)"))
+    aa = np.atleast_1d(_reals("a", a, 0.0, low_open=True))
+    bb = np.atleast_1d(_reals("b", b, 0.0, low_open=True))
     if aa.ndim != 1 or bb.shape != aa.shape:
         raise ValueError(f"a and b must be numbers or 1-D arrays of equal length, got shapes {aa.shape}, {bb.shape}")
     if weights is None:
@@ -326,7 +303,7 @@ def _beta_params(a: Any, b: Any, weights: Any) -> tuple[np.ndarray, np.ndarray, 
             raise ValueError("weights is required for a mixture (one weight per component, summing to 1)")
         w = np.ones(1)
     else:
-        w = np.atleast_1d(_real_array("weights", weights, 0.0, 1.0))
+        w = np.atleast_1d(_reals("weights", weights, 0.0, 1.0))
         if w.shape != aa.shape or abs(w.sum() - 1.0) > 1e-9:
             raise ValueError(f"weights must be one per component in [0, 1] summing to 1, got {_short(weights)}")
     return aa, bb, w
@@ -341,7 +318,7 @@ def beta_pass_at_k(k: ArrayLike, a: ArrayLike, b: ArrayLike, weights: ArrayLike 
     For a mixture pass ``a``, ``b``, ``weights`` as 1-D arrays (one entry per component);
     the miss is the weighted sum.  ``k`` any positive real (array).  With
     ``complement=True`` returns the miss.  This is the independent reference for FADE
-    (000) Theorem 12.1 and for the pass@k implied by :func:`fit_beta_binomial` /
+    Theorem 12.1 and for the pass@k implied by :func:`fit_beta_binomial` /
     :func:`fit_beta_mixture`.
     """
     kk = _k_real(k)
@@ -356,14 +333,14 @@ def beta_pass_at_k(k: ArrayLike, a: ArrayLike, b: ArrayLike, weights: ArrayLike 
 
 # ------------------------------------------------------------ Theorem 12.1
 def power_law_miss(k: ArrayLike, C: float, b: float) -> np.ndarray:
-    """Power-law regime of FADE (000) Theorem 12.1: ``1 − pass@k ≈ C·Γ(b)·k^{−b}``.
+    """Power-law regime of FADE Theorem 12.1: ``1 − pass@k ≈ C·Γ(b)·k^{−b}``.
 
     Holds as ``k → ∞`` when the solve-rate density is ``C·p^{b−1} + O(p^{b−1+θ})`` near
     ``p = 0`` (the Laplace integral ``∫ e^{−kp} C p^{b−1} dp``).  ``C > 0``, ``b > 0``.
     """
     kk = _k_real(k)
-    C = float(_real_array("C", C, 0.0, open_low=True, what="a positive number"))
-    b = float(_real_array("b", b, 0.0, open_low=True, what="a positive number"))
+    C = float(_reals("C", C, 0.0, low_open=True))
+    b = float(_reals("b", b, 0.0, low_open=True))
     return np.exp(math.log(C) + special.gammaln(b) - b * np.log(kk))
 
 
@@ -373,7 +350,7 @@ def beta_power_law(a: ArrayLike, b: ArrayLike, weights: ArrayLike | None = None)
     ``Beta(a, b)`` has density ``p^{a−1}(1−p)^{b−1}/B(a, b) = C·p^{a−1}(1 + O(p))``, so
     Theorem 12.1's exponent is the *first* Beta parameter ``a`` and ``C = 1/B(a, b)``.
     In a mixture the components with the smallest ``a`` dominate:
-    ``C = Σ_{j: a_j = min a} w_j/B(a_j, b_j)``.  Source: FADE (000) Theorem 12.1, App. 12.2.
+    ``C = Σ_{j: a_j = min a} w_j/B(a_j, b_j)``.  Source: FADE Theorem 12.1, App. 12.2.
     """
     aa, bb, w = _beta_params(a, b, weights)
     amin = aa.min()
@@ -390,7 +367,7 @@ def power_law_table(k: ArrayLike, a: ArrayLike, b: ArrayLike, weights: ArrayLike
 
     Columns ``k, pass_at_k, miss, miss_power_law, ratio`` (``ratio = miss/miss_power_law``,
     which tends to 1 as ``k → ∞``; for one ``Beta(a, b)`` the first-order gap is
-    ``ratio − 1 ≈ −a(a + 2b − 1)/(2k)``).  Source: FADE (000) Theorem 12.1.
+    ``ratio − 1 ≈ −a(a + 2b − 1)/(2k)``).  Source: FADE Theorem 12.1.
     """
     kk = np.atleast_1d(_k_real(k)).ravel()
     C, e = beta_power_law(a, b, weights)
@@ -408,21 +385,21 @@ def rapid_decay_log_miss(k: ArrayLike, c: float, alpha: float) -> np.ndarray:
 
     .. math:: \\log(1 − \\mathrm{pass@}k) = −(1 + 1/α)\\,(αc)^{1/(1+α)}\\,k^{α/(1+α)} + O(\\log k),
 
-    which makes ``1 − pass@k = o(k^{−b})`` for every ``b > 0``.  The paper (FADE (000)
+    which makes ``1 − pass@k = o(k^{−b})`` for every ``b > 0``.  The paper (FADE
     Theorem 12.1, case 2) states only the bound ``exp(−Ω(k^{α/(1+α)}))``; the constant here
     is our derivation (minimise ``kp + c p^{−α}``).  The relative error of the leading
     term is ``O(log k / k^{α/(1+α)})``.
     """
     kk = _k_real(k)
-    c = float(_real_array("c", c, 0.0, open_low=True, what="a positive number"))
-    alpha = float(_real_array("alpha", alpha, 0.0, open_low=True, what="a positive number"))
+    c = float(_reals("c", c, 0.0, low_open=True))
+    alpha = float(_reals("alpha", alpha, 0.0, low_open=True))
     return -(1.0 + 1.0 / alpha) * (alpha * c) ** (1.0 / (1.0 + alpha)) * kk ** (alpha / (1.0 + alpha))
 
 
 # ------------------------------------------------------- shifted power law
 def shifted_power_law(k: ArrayLike, a: float, b: float, k0: float) -> np.ndarray:
-    """FADE (000) App. 12.2: ``G(k) = exp(−a·(k + k0)^{−b})`` (needs ``k + k0 > 0``)."""
-    kk = _real_array("k", k, 0.0, open_low=True, what="a positive number (or an array of them)")
+    """FADE App. 12.2: ``G(k) = exp(−a·(k + k0)^{−b})`` (needs ``k + k0 > 0``)."""
+    kk = _reals("k", k, 0.0, low_open=True)
     if np.any(kk + k0 <= 0):
         raise ValueError(f"k0 must satisfy k + k0 > 0 for every k, got k0 = {k0!r}")
     return np.exp(-a * (kk + k0) ** (-b))
@@ -430,7 +407,7 @@ def shifted_power_law(k: ArrayLike, a: float, b: float, k0: float) -> np.ndarray
 
 @dataclass(frozen=True)
 class ShiftedPowerLaw:
-    """A fitted ``G(k) = exp(−a(k + k0)^{−b})`` (FADE (000) App. 12.2).
+    """A fitted ``G(k) = exp(−a(k + k0)^{−b})`` (FADE App. 12.2).
 
     ``stderr`` are the asymptotic standard errors ``sqrt(diag(s²(JᵀJ)^{−1}))`` with
     ``s² = SSR/(N − #free)`` (0 for a fixed ``k0``); ``mse`` is the paper's criterion
@@ -457,7 +434,7 @@ def fit_shifted_power_law(k: ArrayLike, pass_at_k: ArrayLike, *, k0: float | Non
                           k0_bounds: tuple[float, float] | None = None) -> ShiftedPowerLaw:
     """Fit ``G(k) = exp(−a(k + k0)^{−b})`` to ``(k, pass@k)`` points by least squares.
 
-    FADE (000) App. 12.2 fits the three parameters ``a`` (scale), ``b`` (exponent), ``k0``
+    FADE App. 12.2 fits the three parameters ``a`` (scale), ``b`` (exponent), ``k0``
     (shift) by the mean squared error of ``G`` against pass@k; we minimise the same sum of
     squares with ``scipy.optimize.least_squares`` (trust-region reflective, bounds
     ``a >= 0``, ``1e-6 <= b <= 50``, ``k0`` in ``k0_bounds``, default
@@ -470,16 +447,27 @@ def fit_shifted_power_law(k: ArrayLike, pass_at_k: ArrayLike, *, k0: float | Non
     ----------
     k : array_like, 1-D, positive; at least 4 points.
     pass_at_k : array_like, same length, values in [0, 1].
+
+    Examples
+    --------
+    Points of a known curve ``a = 1.2``, ``b = 0.6``, ``k0 = 1.5`` are fitted back:
+
+    >>> k = np.array([1, 2, 4, 8, 16, 32, 64])
+    >>> fit = fit_shifted_power_law(k, shifted_power_law(k, 1.2, 0.6, 1.5))
+    >>> round(fit.a, 6), round(fit.b, 6), round(fit.k0, 6), fit.mse < 1e-20
+    (1.2, 0.6, 1.5, True)
+    >>> fit([128, 1024]).round(4)              # extrapolated pass@k
+    array([0.9372, 0.9814])
     """
-    kk = _real_array("k", k, 0.0, open_low=True, what="positive numbers (a 1-D array)").ravel()
-    y = _real_array("pass_at_k", pass_at_k, 0.0, 1.0).ravel()
+    kk = _reals("k", k, 0.0, low_open=True).ravel()
+    y = _reals("pass_at_k", pass_at_k, 0.0, 1.0).ravel()
     if y.size != kk.size:
         raise ValueError(f"pass_at_k must have one value per k ({kk.size}), got {y.size}")
     if kk.size < 4:
         raise ValueError(f"k must hold at least 4 points to fit 3 parameters with errors, got {kk.size}")
     kmin = float(kk.min())
     if k0 is not None:
-        k0 = float(_real_array("k0", k0, -kmin, open_low=True, what=f"a number > −min(k) = {-kmin:g}"))
+        k0 = float(_reals("k0", k0, -kmin, low_open=True))
     lo0, hi0 = k0_bounds if k0_bounds is not None else (-0.999 * kmin, 1e6)
     if k0 is None and not (-kmin < lo0 < hi0):
         raise ValueError(f"k0_bounds must be (lo, hi) with −min(k) = {-kmin:g} < lo < hi, got {k0_bounds!r}")
@@ -541,15 +529,9 @@ def _histogram(c: np.ndarray, nn: np.ndarray, method: str) -> np.ndarray:
     return np.bincount(c, minlength=int(nn[0]) + 1) / c.size
 
 
-def _check_method(method: str) -> str:
-    if method not in ("mle", "mse"):
-        raise ValueError(f"method must be 'mle' or 'mse', got {method!r}")
-    return method
-
-
 @dataclass(frozen=True)
 class BetaBinomialFit:
-    """Solve rates ``p ~ Beta(a, b)``, counts ``c ~ BetaBin(n, a, b)`` (FADE (000) App. 12.2).
+    """Solve rates ``p ~ Beta(a, b)``, counts ``c ~ BetaBin(n, a, b)`` (FADE App. 12.2).
 
     ``loglik`` is the log-likelihood of the counts at the fit, ``mse`` the mean squared
     error of the fitted pmf against the empirical histogram over ``x = 0..n`` (NaN-free:
@@ -593,7 +575,7 @@ def _moment_start(c: np.ndarray, nn: np.ndarray) -> tuple[float, float]:
 
 
 def fit_beta_binomial(successes: ArrayLike, n: ArrayLike, *, method: str = "mle") -> BetaBinomialFit:
-    """Fit ``BetaBin(n, a, b)`` to per-problem success counts (FADE (000) App. 12.2).
+    """Fit ``BetaBin(n, a, b)`` to per-problem success counts (FADE App. 12.2).
 
     ``method="mle"``: maximise ``Σ_i log BetaBin(c_i; n_i, a, b)``
     over ``(log a, log b)`` (SLSQP with bounds) from the method-of-moments start; ``n`` may differ
@@ -602,8 +584,20 @@ def fit_beta_binomial(successes: ArrayLike, n: ArrayLike, *, method: str = "mle"
     problems with ``x`` successes (same ``n`` for all problems), started at the MLE.
     ``a, b`` are kept in ``[1e-3, 1e4]``: a histogram with all mass at 0 (or n) drives the
     MLE to that bound rather than to a degenerate limit.
+
+    Examples
+    --------
+    2,000 problems whose solve rates are drawn from ``Beta(0.5, 2)``, 16 answers each:
+
+    >>> rng = np.random.default_rng(0)
+    >>> c = rng.binomial(16, rng.beta(0.5, 2.0, size=2000))
+    >>> fit = fit_beta_binomial(c, 16)
+    >>> round(fit.a, 2), round(fit.b, 2), fit.n_problems
+    (0.49, 2.0, 2000)
+    >>> fit.pass_at_k([1, 8, 64]).round(3)     # population pass@k implied by the fit
+    array([0.197, 0.567, 0.83 ])
     """
-    method = _check_method(method)
+    method = checks.choice("method", method, ("mle", "mse"))
     c, nn = _counts(successes, n)
     gn, gx, gw = _grouped(c, nn)
     lb = np.log(_AB_BOUNDS)
@@ -633,7 +627,7 @@ class BetaMixtureFit:
 
     Components are ordered by their mean ``a/(a + b)``: component 1 is the harder one
     (this removes label switching).  ``loglik`` and ``mse`` as in :class:`BetaBinomialFit`.
-    Source: FADE (000) App. 12.2 (two-component Beta mixture of solve rates).
+    Source: FADE App. 12.2 (two-component Beta mixture of solve rates).
     """
 
     w: float
@@ -667,7 +661,7 @@ def fit_beta_mixture(successes: ArrayLike, n: ArrayLike, *, method: str = "mle",
                      seed: int | np.random.Generator = 0) -> BetaMixtureFit:
     """Two-component Beta mixture of solve rates, fitted to per-problem success counts.
 
-    FADE (000) App. 12.2 models the bimodal solve-rate distribution as
+    FADE App. 12.2 models the bimodal solve-rate distribution as
     ``w·Beta(a1, b1) + (1 − w)·Beta(a2, b2)``.  Solve rates are seen only through
     ``c_i ~ Binomial(n_i, p_i)`` (many ``c_i`` are 0 or ``n_i``, where a density of ``c/n``
     has no likelihood), so the counts follow the mixture of Beta-binomials
@@ -682,10 +676,10 @@ def fit_beta_mixture(successes: ArrayLike, n: ArrayLike, *, method: str = "mle",
     :func:`fit_beta_binomial`.  Five parameters need ``n >= 5`` to be identifiable
     (moments of order up to ``n`` only).  Components are ordered by mean (harder first).
     """
-    method = _check_method(method)
+    method = checks.choice("method", method, ("mle", "mse"))
     c, nn = _counts(successes, n)
-    starts = _positive_int("starts", starts, 0)
-    rng = _rng(seed)
+    starts = checks.integer("starts", starts, low=0)
+    rng = checks.random_source("seed", seed)
     gn, gx, gw = _grouped(c, nn)
     lab = np.log(_AB_BOUNDS)
     lwb = math.log(1e-4 / (1 - 1e-4))
@@ -761,20 +755,20 @@ def subsample_pass_at_k(successes: ArrayLike, n: ArrayLike, k: ArrayLike, m: int
     computes the unbiased pass@k from those ``m`` (:func:`pass_at_k` with ``n = m``) and
     averages over problems.  Returns an array ``[len(k), iterations]``.  Its mean over all
     subsets is exactly the unbiased pass@k from all ``n`` answers (a U-statistic).
-    Source: F-GRPO (002) App. I; FADE (000) App. 11.2 (``m = 2k``).
+    Source: F-GRPO App. I; FADE App. 11.2 (``m = 2k``).
     """
     c, nn = _counts(successes, n)
-    m = _positive_int("m", m)
+    m = checks.integer("m", m, low=1)
     if m > nn.min():
         raise ValueError(f"m must be an integer in [1, n] with n = {int(nn.min())}, got {m}")
     ks = _ks(k, m, "m")
-    iterations = _positive_int("iterations", iterations)
-    return np.concatenate(list(_subsample_means(c, nn, m, ks, iterations, _rng(seed))), axis=1)
+    iterations = checks.integer("iterations", iterations, low=1)
+    return np.concatenate(list(_subsample_means(c, nn, m, ks, iterations, checks.random_source("seed", seed))), axis=1)
 
 
 def grouped_std(successes: ArrayLike, n: ArrayLike, k: ArrayLike, *, groups: int = 400,
                 seed: int | np.random.Generator = 0) -> pd.DataFrame:
-    """FADE (000) App. 11.2: mean and standard deviation of pass@k over groups of ``2k`` answers.
+    """FADE App. 11.2: mean and standard deviation of pass@k over groups of ``2k`` answers.
 
     "For each pass@k metric, we draw 2k samples and compute the mean over 400 groups of size
     2k to estimate the standard deviation."  Read as: each group draws, for every problem,
@@ -788,8 +782,8 @@ def grouped_std(successes: ArrayLike, n: ArrayLike, k: ArrayLike, *, groups: int
     """
     c, nn = _counts(successes, n)
     ks = _ks(k, nn // 2, "n/2")
-    groups = _positive_int("groups", groups, 2)
-    rng = _rng(seed)
+    groups = checks.integer("groups", groups, low=2)
+    rng = checks.random_source("seed", seed)
     rows = []
     for kv in ks:
         vals = subsample_pass_at_k(c, nn, [kv], 2 * int(kv), iterations=groups, seed=rng)[0]
@@ -812,9 +806,9 @@ def bootstrap_pass_at_k(successes: ArrayLike, n: ArrayLike, k: ArrayLike, *, n_b
     """
     c, nn = _counts(successes, n)
     ks = _ks(k, nn, "n")
-    n_boot = _positive_int("n_boot", n_boot, 2)
-    level = _unit_open("level", level)
-    rng = _rng(seed)
+    n_boot = checks.integer("n_boot", n_boot, low=2)
+    level = checks.probability("level", level, low_open=True, high_open=True)
+    rng = checks.random_source("seed", seed)
     V = pass_at_k(nn[None, :], c[None, :], ks[:, None])  # [K, P]
     P = c.size
     chunk = max(1, (1 << 20) // P)
@@ -847,7 +841,7 @@ def _paired_test(ca, cb, nn, ks, m, iterations, alpha, rescale, rng):
 def paired_subsampling_test(successes_a: ArrayLike, successes_b: ArrayLike, n: ArrayLike, k: ArrayLike, m: int,
                             *, iterations: int = 50_000, alpha: float = 0.05, rescale: bool = False,
                             seed: int | np.random.Generator = 0) -> pd.DataFrame:
-    """Paired m-out-of-n subsampling test of ``pass@k(A) = pass@k(B)`` (F-GRPO (002) App. I).
+    """Paired m-out-of-n subsampling test of ``pass@k(A) = pass@k(B)`` (F-GRPO App. I).
 
     The paper (following Politis, Romano & Wolf 1999): both models answer the same problems
     ``n`` times (1024 there).  In each of ``iterations`` (50,000) iterations, for every
@@ -887,13 +881,13 @@ def paired_subsampling_test(successes_a: ArrayLike, successes_b: ArrayLike, n: A
     cb, _ = _counts(successes_b, n)
     if cb.size != ca.size:
         raise ValueError(f"successes_b must have one count per problem of successes_a ({ca.size}), got {cb.size}")
-    m = _positive_int("m", m)
+    m = checks.integer("m", m, low=1)
     if m >= nn.min():
         raise ValueError(f"m must be an integer in [k, n − 1] with n = {int(nn.min())}, got {m}")
     ks = _ks(k, m, "m")
-    iterations = _positive_int("iterations", iterations, 2)
-    alpha = _unit_open("alpha", alpha)
-    pa, pb, diff, lo, hi, pval = _paired_test(ca, cb, nn, ks, m, iterations, alpha, bool(rescale), _rng(seed))
+    iterations = checks.integer("iterations", iterations, low=2)
+    alpha = checks.probability("alpha", alpha, low_open=True, high_open=True)
+    pa, pb, diff, lo, hi, pval = _paired_test(ca, cb, nn, ks, m, iterations, alpha, bool(rescale), checks.random_source("seed", seed))
     return pd.DataFrame({"k": ks, "n": int(nn.min()), "m": m,
                          "pass_at_k_a": pa, "pass_at_k_b": pb, "difference": diff, "ci_low": lo,
                          "ci_high": hi, "p_value": pval, "significant": pval < alpha, "alpha": alpha,
@@ -910,21 +904,21 @@ def rejection_rate(p_a: ArrayLike, p_b: ArrayLike, n: int, k: ArrayLike, m: int,
     independently for the fixed problems ``i`` and runs the test.  With ``p_a = p_b`` this is
     the type-I error (compare with ``alpha``), otherwise the power.  Returns long form
     ``k, rejection_rate, se, reps, m, n, rescaled`` (``se`` the binomial standard error).
-    Source: F-GRPO (002) App. I (the test); the calibration study is ours.
+    Source: F-GRPO App. I (the test); the calibration study is ours.
     """
-    pa = _real_array("p_a", p_a, 0.0, 1.0).ravel()
-    pb = _real_array("p_b", p_b, 0.0, 1.0).ravel()
+    pa = _reals("p_a", p_a, 0.0, 1.0).ravel()
+    pb = _reals("p_b", p_b, 0.0, 1.0).ravel()
     if pa.size != pb.size:
         raise ValueError(f"p_b must have one solve rate per problem of p_a ({pa.size}), got {pb.size}")
-    n = _positive_int("n", n)
-    m = _positive_int("m", m)
+    n = checks.integer("n", n, low=1)
+    m = checks.integer("m", m, low=1)
     if m >= n:
         raise ValueError(f"m must be an integer in [k, n − 1] with n = {n}, got {m}")
     ks = _ks(k, m, "m")
-    reps = _positive_int("reps", reps)
-    iterations = _positive_int("iterations", iterations, 2)
-    alpha = _unit_open("alpha", alpha)
-    rng = _rng(seed)
+    reps = checks.integer("reps", reps, low=1)
+    iterations = checks.integer("iterations", iterations, low=2)
+    alpha = checks.probability("alpha", alpha, low_open=True, high_open=True)
+    rng = checks.random_source("seed", seed)
     nn = np.full(pa.size, n)
     rejected = np.zeros(ks.size)
     it = range(reps)

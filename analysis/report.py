@@ -5,8 +5,10 @@ directory ``report.md``, ``report.html`` (every plot embedded as a base64 PNG, n
 file or script), ``report.json`` and the PNGs; :func:`write_hidden_states_report` does the
 same for :func:`analysis.hidden_states.geometry` (``hidden_states.*``).  Everything is
 written into a temporary directory beside ``out`` and renamed to ``out`` when complete
-(an existing report directory is replaced only then); files inside go through
-:func:`analysis.io.atomic_write`.  JSON: non-finite floats become ``null``.
+(an existing report directory is replaced only then, :func:`analysis.io.atomic_dir`); files
+inside go through :func:`analysis.io.atomic_write`.  JSON follows :mod:`rlvr_theory.serialize`
+(NaN → ``null``, ±inf → ``"inf"``/``"-inf"``); numbers in tables are
+:func:`rlvr_theory.serialize.fmt_number` with 4 significant digits.
 
 The report is drawn from the document alone (no checkpoint is re-read), so a saved
 ``report.json`` can be rendered again: ``write_report(json.load(open(p)), out)``.
@@ -15,18 +17,18 @@ The report is drawn from the document alone (no checkpoint is re-read), so a sav
 from __future__ import annotations
 
 import base64
+import functools
 import html
-import json
-import math
 import os
-import shutil
-import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from .io import atomic_write, atomic_write_text
+from rlvr_theory.serialize import dumps, fmt_number
+
+from .io import atomic_dir, atomic_write, atomic_write_text
 
 __all__ = ["write_report", "write_hidden_states_report", "to_json", "render_markdown", "render_html",
            "REPORT_FILES"]
@@ -38,77 +40,24 @@ Block = tuple  # ("h2", text) | ("p", text) | ("table", headers, rows) | ("img",
 
 
 # ------------------------------------------------------------------ helpers
-def _clean(x: Any) -> Any:
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, (np.floating,)):
-        return _clean(float(x))
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, np.ndarray):
-        return _clean(x.tolist())
-    if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
-
-
 def to_json(doc: dict) -> str:
-    """The document as strict JSON (NaN/inf → ``null``), indented."""
-    return json.dumps(_clean(doc), indent=1, allow_nan=False)
+    """The document as strict JSON, indented: the one JSON policy of
+    :mod:`rlvr_theory.serialize` (NaN → ``null``, ±inf → ``"inf"``/``"-inf"``)."""
+    return dumps(doc, indent=1)
 
 
-def _fmt(x: Any, digits: int = 4) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, (int, np.integer)):
-        return f"{int(x):,}"
-    x = float(x)
-    if not math.isfinite(x):
-        return "∞" if x > 0 else "—"
-    if x != 0 and (abs(x) >= 1e5 or abs(x) < 1e-3):
-        return f"{x:.{digits - 1}e}"
-    return f"{x:.{digits}g}"
+#: numbers in tables: 4 significant digits, integers with thousands separators
+_fmt = functools.partial(fmt_number, digits=4, thousands=True)
 
 
 def _pct(x: Any, digits: int = 3) -> str:
-    return "—" if x is None else f"{100 * float(x):.{digits}g}%"
+    """``x`` (a fraction) as a percentage with ``digits`` significant digits; ``—`` for None."""
+    return "—" if x is None else fmt_number(100 * float(x), digits) + "%"
 
 
 def _short(path: str) -> str:
     p = Path(str(path))
     return p.name if p.parent.name in ("", ".") else f"{p.parent.name}/{p.name}"
-
-
-def _atomic_dir(out: str | os.PathLike, markers: Sequence[str], build: Callable[[Path], None]) -> Path:
-    """Build a directory in a temporary sibling and rename it to ``out`` when complete."""
-    out = Path(out)
-    if out.exists():
-        if not out.is_dir():
-            raise ValueError(f"out must be a directory path, got {str(out)!r} (an existing file)")
-        if any(out.iterdir()) and not any((out / m).exists() for m in markers):
-            raise ValueError(f"out: {str(out)!r} exists and is not a report directory (no "
-                             f"{' or '.join(markers)}); choose a new directory")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        build(tmp)
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-            os.rmdir(old)
-            os.rename(out, old)
-            os.rename(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
 
 
 # ---------------------------------------------------------------- renderers
@@ -304,118 +253,167 @@ def _plot_clustering(doc: dict) -> bytes:
 
 
 # ------------------------------------------------------------------ report
-def _blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:
-    cks = doc["checkpoints"]
-    labs = _labels(doc)
-    B: list[Block] = []
+class _Page:
+    """The blocks and embedded images of a report, filled section by section."""
+
+    def __init__(self) -> None:
+        self.blocks: list[Block] = []
+        self.images: dict[str, bytes] = {}
+
+    def add(self, *blocks: Block) -> None:
+        self.blocks.extend(blocks)
+
+    def img(self, name: str, data: bytes | None, caption: str) -> None:
+        """An image block (skipped when the plot had nothing to draw)."""
+        if data is not None:
+            self.images[name] = data
+            self.blocks.append(("img", name, caption))
+
+
+def _overview(page: _Page, doc: dict, labs: list[str]) -> None:
     st = doc.get("settings", {})
     arch = doc.get("architecture", {})
-    B.append(("p", f"Base: {doc['base']}. Device: {doc['device']}. Architecture: {arch.get('model_type')} with "
+    page.add(("p", f"Base: {doc['base']}. Device: {doc['device']}. Architecture: {arch.get('model_type')} with "
                    f"{arch.get('num_layers')} blocks, output head {arch.get('output_head')}"
                    f"{' (tied to the input embedding)' if arch.get('tied_embeddings') else ''}. "
                    f"Settings: top_k = {st.get('top_k')}, layers = {st.get('layers')}, full spectrum = "
-                   f"{st.get('full_spectrum')}. Time: {_fmt(doc.get('timing_s'), 3)} s."))
-    B.append(("h2", "Summary"))
-    B.append(("table", ["checkpoint", "path", "‖ΔW‖_F", "‖ΔW‖/‖W‖", "OH share", "head s1/s2", "head rank-1%",
+                   f"{st.get('full_spectrum')}. Time: {_fmt(doc.get('timing_s'), digits=3)} s."))
+
+
+def _summary(page: _Page, doc: dict, labs: list[str]) -> None:
+    """FADE Sec. 5 table columns per checkpoint, and the notes of each checkpoint."""
+    cks = doc["checkpoints"]
+    page.add(("h2", "Summary"))
+    page.add(("table", ["checkpoint", "path", "‖ΔW‖_F", "‖ΔW‖/‖W‖", "OH share", "head s1/s2", "head rank-1%",
                         "srank 0.01", "stable rank", "eff. rank", "Inner s1/s2", "Inner L2 share"],
               [[lab, c["path"], _fmt(c["global_l2"]), _fmt(c["relative_l2"]),
                 _pct(c["output_head"]["l2_share"]), _fmt(c["output_head"]["s1_s2"]),
                 _pct(c["output_head"]["rank1_fraction"]), _fmt((c["output_head"].get("srank") or {}).get("0.01")),
                 _fmt(c["output_head"].get("stable_rank")), _fmt(c["output_head"].get("effective_rank")),
                 _fmt(c["inner_s1_s2_mean"]), _pct(c["inner_l2_share_mean"])] for lab, c in zip(labs, cks)]))
-    B.append(("p", "FADE Sec. 5 table columns: OH = the output head's share of Σ_t ‖ΔW_t‖²_F; "
+    page.add(("p", "FADE Sec. 5 table columns: OH = the output head's share of Σ_t ‖ΔW_t‖²_F; "
                    "s1/s2 and rank-1% = σ1/σ2 and 100·σ1²/‖ΔW‖²_F of the output-head ΔW; "
                    "'Inner s1/s2' = mean s1/s2 over the 2-D weights of all transformer blocks; "
                    "'Inner L2 share' = mean over blocks of a block's share of ‖ΔW‖² (the paper's 'Inner' "
                    "numbers behave like this one: OH + #blocks·Inner ≈ 100%)."))
     for lab, c in zip(labs, cks):
         for note in ([c["vocab_note"]] if c.get("vocab_note") else []) + list(c.get("notes") or []):
-            B.append(("p", f"Note ({lab}): {note}"))
-    B.append(("h2", "Update density"))
+            page.add(("p", f"Note ({lab}): {note}"))
+
+
+def _density(page: _Page, doc: dict, labs: list[str]) -> None:
+    cks = doc["checkpoints"]
+    page.add(("h2", "Update density"))
     tols = list(cks[0]["density"])
-    B.append(("table", ["checkpoint"] + [f"|ΔW| > {t}" for t in tols],
+    page.add(("table", ["checkpoint"] + [f"|ΔW| > {t}" for t in tols],
               [[lab] + [_pct(c["density"][t], 4) for t in tols] for lab, c in zip(labs, cks)]))
-    images: dict[str, bytes] = {}
+    page.img("density.png", _plot_density(doc), "Fraction of entries with |ΔW| above each threshold.")
 
-    def img(name: str, data: bytes | None, caption: str) -> None:
-        if data is not None:
-            images[name] = data
-            B.append(("img", name, caption))
 
-    img("density.png", _plot_density(doc), "Fraction of entries with |ΔW| above each threshold.")
-    B.append(("h2", "Output head"))
-    img("head_spectrum.png", _plot_head_spectrum(doc), "Singular values of the output-head ΔW.")
-    img("head_u.png", _plot_u(doc), "The leading left singular vector u over the vocabulary, sorted.")
-    for lab, c in zip(labs, cks):
+def _top_tokens_table(toks: list[dict]) -> Block:
+    """The ten most positive and most negative entries of u, side by side."""
+    pos = [t for t in toks if t["sign"] == "+"][:10]
+    neg = [t for t in toks if t["sign"] == "-"][:10]
+    rows = []
+    for i in range(max(len(pos), len(neg))):
+        row: list[Any] = []
+        for lst in (pos, neg):
+            if i < len(lst):
+                t = lst[i]
+                row += [t["token_id"], repr(t["token"]) if t["token"] is not None else "—", _fmt(t["u"])]
+            else:
+                row += ["", "", ""]
+        rows.append([i + 1] + row)
+    return ("table", ["rank", "+ id", "+ token", "u", "− id", "− token", "u"], rows)
+
+
+def _output_head(page: _Page, doc: dict, labs: list[str]) -> None:
+    """Spectrum and u of the output-head ΔW (FADE App. 15.1)."""
+    page.add(("h2", "Output head"))
+    page.img("head_spectrum.png", _plot_head_spectrum(doc), "Singular values of the output-head ΔW.")
+    page.img("head_u.png", _plot_u(doc), "The leading left singular vector u over the vocabulary, sorted.")
+    for lab, c in zip(labs, doc["checkpoints"]):
         h = c["output_head"]
-        B.append(("h3", f"{lab}: {h['name']}"))
+        page.add(("h3", f"{lab}: {h['name']}"))
         share = h.get("u_energy_share") or {}
-        B.append(("p", f"‖ΔW‖_F = {_fmt(h['l2'])} ({_pct(h['l2_share'])} of the total), s1 = {_fmt(h.get('s1'))}, "
+        page.add(("p", f"‖ΔW‖_F = {_fmt(h['l2'])} ({_pct(h['l2_share'])} of the total), s1 = {_fmt(h.get('s1'))}, "
                        f"s2 = {_fmt(h.get('s2'))}, s1/s2 = {_fmt(h['s1_s2'])}, r1 = {_pct(h['rank1_fraction'])}, "
                        f"srank(δ) = {h.get('srank')}, stable rank = {_fmt(h.get('stable_rank'))}, effective rank = "
                        f"{_fmt(h.get('effective_rank'))}. u: {_pct(h.get('u_negative_fraction'), 4)} of tokens "
                        f"negative; top 1% of tokens hold {_pct(share.get('0.01'))} of ‖u‖², top 22% hold "
                        f"{_pct(share.get('0.22'))}; half of ‖u‖² lies in "
                        f"{_pct(h.get('u_vocab_fraction_for_half_energy'))} of the vocabulary."))
-        toks = h.get("top_tokens") or []
-        if toks:
-            pos = [t for t in toks if t["sign"] == "+"][:10]
-            neg = [t for t in toks if t["sign"] == "-"][:10]
-            rows = []
-            for i in range(max(len(pos), len(neg))):
-                row = []
-                for lst in (pos, neg):
-                    if i < len(lst):
-                        t = lst[i]
-                        row += [t["token_id"], repr(t["token"]) if t["token"] is not None else "—", _fmt(t["u"])]
-                    else:
-                        row += ["", "", ""]
-                rows.append([i + 1] + row)
-            B.append(("table", ["rank", "+ id", "+ token", "u", "− id", "− token", "u"], rows))
-    B.append(("h2", "Layers"))
-    img("l2_share.png", _plot_l2_share(doc), "Share of ‖ΔW‖² per transformer block.")
-    img("layer_s1_s2.png", _plot_layer_s12(doc), "Mean s1/s2 of the 2-D weights of each block.")
-    for lab, c in zip(labs, cks):
-        B.append(("h3", f"{lab}: per block"))
-        B.append(("table", ["block", "‖ΔW‖_F", "share", "‖ΔW‖/‖W‖", "mean s1/s2", "mean rank-1%"],
+        if h.get("top_tokens"):
+            page.add(_top_tokens_table(h["top_tokens"]))
+
+
+def _layers(page: _Page, doc: dict, labs: list[str]) -> None:
+    """Per block and the tensors with the largest share of ‖ΔW‖² (FADE App. 15 "per-layer L2")."""
+    page.add(("h2", "Layers"))
+    page.img("l2_share.png", _plot_l2_share(doc), "Share of ‖ΔW‖² per transformer block.")
+    page.img("layer_s1_s2.png", _plot_layer_s12(doc), "Mean s1/s2 of the 2-D weights of each block.")
+    for lab, c in zip(labs, doc["checkpoints"]):
+        page.add(("h3", f"{lab}: per block"))
+        page.add(("table", ["block", "‖ΔW‖_F", "share", "‖ΔW‖/‖W‖", "mean s1/s2", "mean rank-1%"],
                   [[p["layer"], _fmt(p["l2"]), _pct(p["l2_share"]), _fmt(p["relative_l2"]), _fmt(p["s1_s2_mean"]),
                     _pct(p["rank1_fraction_mean"])] for p in c["per_layer"]]))
         top = sorted(c["layers"], key=lambda r: -(r["l2_share"] or 0))[:12]
-        B.append(("p", f"{lab}: the tensors with the largest share of ‖ΔW‖²:"))
-        B.append(("table", ["tensor", "shape", "‖ΔW‖_F", "share", "s1/s2", "rank-1%", "density > 0"],
+        page.add(("p", f"{lab}: the tensors with the largest share of ‖ΔW‖²:"))
+        page.add(("table", ["tensor", "shape", "‖ΔW‖_F", "share", "s1/s2", "rank-1%", "density > 0"],
                   [[r["name"], "×".join(map(str, r["shape"])), _fmt(r["l2"]), _pct(r["l2_share"]),
                     _fmt(r["s1_s2"]), _pct(r["rank1_fraction"]), _pct(r["density"].get("0"))] for r in top]))
+
+
+def _alignment(page: _Page, doc: dict, labs: list[str]) -> None:
+    """|cos| of leading singular vectors against the last checkpoint (FADE Table 12); several checkpoints only."""
     al = doc.get("alignment")
-    if al:
-        B.append(("h2", "Cross-checkpoint alignment (FADE Table 12)"))
-        B.append(("p", f"|cos| of the leading singular vectors of each checkpoint's ΔW against those of the last "
-                       f"one ({_short(al['reference'])}). Blocks: mean over the 2-D weights of the layers of each "
-                       f"third (early {al['thirds']['early']['layers']}, mid {al['thirds']['mid']['layers']}, "
-                       f"late {al['thirds']['late']['layers']})."))
-        B.append(("table", ["checkpoint", "head |cos u|", "head |cos v|", "early |cos u|", "mid |cos u|",
-                            "late |cos u|", "early |cos v|", "mid |cos v|", "late |cos v|"],
-                  [[lab, _fmt(al["output_head"]["u"][j]), _fmt(al["output_head"]["v"][j])]
-                   + [_fmt(al["thirds"][k]["u"][j]) for k in ("early", "mid", "late")]
-                   + [_fmt(al["thirds"][k]["v"][j]) for k in ("early", "mid", "late")]
-                   for j, lab in enumerate(labs)]))
-        img("alignment.png", _plot_alignment(doc), "Alignment with the last checkpoint.")
+    if not al:
+        return
+    page.add(("h2", "Cross-checkpoint alignment (FADE Table 12)"))
+    page.add(("p", f"|cos| of the leading singular vectors of each checkpoint's ΔW against those of the last "
+                   f"one ({_short(al['reference'])}). Blocks: mean over the 2-D weights of the layers of each "
+                   f"third (early {al['thirds']['early']['layers']}, mid {al['thirds']['mid']['layers']}, "
+                   f"late {al['thirds']['late']['layers']})."))
+    page.add(("table", ["checkpoint", "head |cos u|", "head |cos v|", "early |cos u|", "mid |cos u|",
+                        "late |cos u|", "early |cos v|", "mid |cos v|", "late |cos v|"],
+              [[lab, _fmt(al["output_head"]["u"][j]), _fmt(al["output_head"]["v"][j])]
+               + [_fmt(al["thirds"][k]["u"][j]) for k in ("early", "mid", "late")]
+               + [_fmt(al["thirds"][k]["v"][j]) for k in ("early", "mid", "late")]
+               for j, lab in enumerate(labs)]))
+    page.img("alignment.png", _plot_alignment(doc), "Alignment with the last checkpoint.")
+
+
+def _clustering(page: _Page, doc: dict, labs: list[str]) -> None:
+    """Pairwise cosine of ΔW between runs and their clustering (FADE App. 15); several checkpoints only."""
     cl = doc.get("clustering")
-    if cl:
-        B.append(("h2", "Across runs: cosine of ΔW and clustering"))
-        B.append(("table", ["cos(ΔW)"] + labs, [[labs[i]] + [_fmt(x, 3) for x in row]
-                                                for i, row in enumerate(cl["cosine_global"])]))
-        B.append(("p", f"Average-linkage clustering on 1 − cos; leaf order: "
-                       f"{', '.join(labs[i] for i in cl['leaf_order'])}."))
-        B.append(("table", ["head |cos u| / |cos v|"] + labs,
-                  [[labs[i]] + [f"{_fmt(a, 3)} / {_fmt(b, 3)}" for a, b in zip(ru, rv)]
-                   for i, (ru, rv) in enumerate(zip(cl["head_u_abs_cos"], cl["head_v_abs_cos"]))]))
-        per = cl.get("cosine_per_layer") or {}
-        if per and len(labs) >= 2:
-            pairs = [(i, j) for i in range(len(labs)) for j in range(i + 1, len(labs))][:6]
-            B.append(("table", ["group"] + [f"cos({labs[i]}, {labs[j]})" for i, j in pairs],
-                      [[g] + [_fmt(M[i][j], 3) for i, j in pairs] for g, M in per.items()]))
-        img("clustering.png", _plot_clustering(doc), "Cosine similarity of the flattened ΔW and the dendrogram.")
-    return B, images
+    if not cl:
+        return
+    page.add(("h2", "Across runs: cosine of ΔW and clustering"))
+    page.add(("table", ["cos(ΔW)"] + labs, [[labs[i]] + [_fmt(x, digits=3) for x in row]
+                                             for i, row in enumerate(cl["cosine_global"])]))
+    page.add(("p", f"Average-linkage clustering on 1 − cos; leaf order: "
+                   f"{', '.join(labs[i] for i in cl['leaf_order'])}."))
+    page.add(("table", ["head |cos u| / |cos v|"] + labs,
+              [[labs[i]] + [f"{_fmt(a, digits=3)} / {_fmt(b, digits=3)}" for a, b in zip(ru, rv)]
+               for i, (ru, rv) in enumerate(zip(cl["head_u_abs_cos"], cl["head_v_abs_cos"]))]))
+    per = cl.get("cosine_per_layer") or {}
+    if per and len(labs) >= 2:
+        pairs = [(i, j) for i in range(len(labs)) for j in range(i + 1, len(labs))][:6]
+        page.add(("table", ["group"] + [f"cos({labs[i]}, {labs[j]})" for i, j in pairs],
+                  [[g] + [_fmt(M[i][j], digits=3) for i, j in pairs] for g, M in per.items()]))
+    page.img("clustering.png", _plot_clustering(doc), "Cosine similarity of the flattened ΔW and the dendrogram.")
+
+
+#: the sections of a diff report, in order
+_SECTIONS = (_overview, _summary, _density, _output_head, _layers, _alignment, _clustering)
+
+
+def _blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:
+    """The report's blocks and images: one section after the other (:data:`_SECTIONS`)."""
+    page, labs = _Page(), _labels(doc)
+    for section in _SECTIONS:
+        section(page, doc, labs)
+    return page.blocks, page.images
 
 
 def write_report(doc: dict, out: str | os.PathLike) -> Path:
@@ -437,7 +435,7 @@ def write_report(doc: dict, out: str | os.PathLike) -> Path:
         atomic_write_text(tmp / "report.html", render_html(title, blocks, images))
         atomic_write_text(tmp / "report.json", to_json(doc))
 
-    return _atomic_dir(out, ("report.json",), build)
+    return atomic_dir(out, build, markers=("report.json",))
 
 
 # ------------------------------------------------------------ hidden states
@@ -492,4 +490,4 @@ def write_hidden_states_report(doc: dict, out: str | os.PathLike) -> Path:
         atomic_write_text(tmp / "hidden_states.html", render_html(title, blocks, images))
         atomic_write_text(tmp / "hidden_states.json", to_json(doc))
 
-    return _atomic_dir(out, ("hidden_states.json", "report.json"), build)
+    return atomic_dir(out, build, markers=("hidden_states.json", "report.json"))

@@ -1,6 +1,6 @@
 """Singular-value metrics of a matrix: the one SVD implementation of the project.
 
-Used on the output-head update ``W_Δ = W_rl − W_sft`` of FADE (000) Sec. 4.2 / App. 15,
+Used on the output-head update ``W_Δ = W_rl − W_sft`` of FADE Sec. 4.2 / App. 15,
 on every per-layer ``ΔW`` of a checkpoint diff, and by the simulators.  For a matrix ``W``
 (``m × n``, ``d = min(m, n)``) with singular values ``σ_1 ≥ … ≥ σ_d ≥ 0``:
 
@@ -91,14 +91,17 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import scipy.linalg
 import torch
 from scipy.linalg.blas import dsyrk
+
+from rlvr_theory import checks
 
 from .runtime import resolve_device
 
@@ -169,16 +172,14 @@ class Spectrum:
 
     @classmethod
     def from_singular_values(cls, s: Any, *, shape: tuple[int, int] | None = None,
-                             fro_norm: float | None = None) -> "Spectrum":
+                             fro_norm: float | None = None) -> Spectrum:
         """A :class:`Spectrum` from given singular values (e.g. computed elsewhere).
 
         ``s``: finite, non-negative, any order (sorted here).  ``shape`` defaults to
         ``(len(s), len(s))``; if ``s`` holds fewer than ``min(shape)`` values, ``fro_norm``
         is required, else it defaults to ``sqrt(Σ s²)``.
         """
-        arr = np.asarray(s, dtype=float)
-        if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
-            raise ValueError(f"s must be a non-empty 1-D array of finite values >= 0, got {s!r}")
+        arr = checks.array("s", s, ndim=1, low=0.0, nonempty=True)
         arr = np.sort(arr)[::-1].copy()
         if shape is None:
             shape = (arr.size, arr.size)
@@ -230,22 +231,9 @@ def _shape(W: Matrix) -> tuple[int, int]:
     return int(W.shape[0]), int(W.shape[1])
 
 
-def _check_int(name: str, value: Any, lo: int, hi: int | None = None) -> int:
-    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-    if ok and lo <= int(value) and (hi is None or int(value) <= hi):
-        return int(value)
-    rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
-    raise ValueError(f"{name} must be an integer {rng}, got {value!r}")
-
-
 def _check_delta(delta: Any, name: str) -> np.ndarray:
-    try:
-        arr = np.asarray(delta, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or array of numbers in (0, 1), got {delta!r}") from None
-    if arr.size == 0 or not np.all((arr > 0) & (arr < 1)):
-        raise ValueError(f"{name} must lie in the open interval (0, 1), got {delta!r}")
-    return arr
+    """δ of srank: numbers in the open interval (0, 1) (:func:`rlvr_theory.checks.array`)."""
+    return checks.array(name, delta, low=0.0, high=1.0, low_open=True, high_open=True, nonempty=True)
 
 
 # ------------------------------------------------- numpy (CPU) / torch (CUDA)
@@ -539,7 +527,7 @@ def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = 
              block_rows: int | None = None, progress: bool = False) -> Spectrum:
     """Singular values (all, or the top ``k``) and leading singular vectors of a matrix.
 
-    The one SVD entry point of the project (DESIGN.md "analysis"; FADE (000) Sec. 4.2,
+    The one SVD entry point of the project (DESIGN.md "analysis"; FADE Sec. 4.2,
     App. 15: "full SVD of the output head delta, rank-1 decomposition Δ ≈ s₁uvᵀ").
 
     Parameters
@@ -581,23 +569,31 @@ def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = 
         ``W`` not a non-empty finite real 2-D matrix; ``k``, ``n_vectors``, ``method``,
         ``device``, ``n_iter``, ``n_oversamples``, ``seed`` or ``block_rows`` out of range;
         ``n_vectors > 0`` for the zero matrix (its singular vectors are undefined).
+
+    Examples
+    --------
+    >>> W = np.diag([4.0, 2.0, 1.0, 0.5])
+    >>> spec = spectrum(W)
+    >>> spec.s, round(spec.fro_norm, 6), spec.method
+    (array([4. , 2. , 1. , 0.5]), 4.609772, 'svd')
+    >>> spectrum(W, k=2, method="gram").s          # the top 2 through the Gram matrix
+    array([4., 2.])
+    >>> spec = spectrum(np.outer([1.0, 2.0, 2.0], [3.0, 4.0]), n_vectors=1)   # rank 1: 15·u vᵀ
+    >>> spec.s.round(12), spec.u[:, 0], spec.v[:, 0]
+    (array([15.,  0.]), array([0.33333333, 0.66666667, 0.66666667]), array([0.6, 0.8]))
     """
     A = _as_matrix(W)
     m, n = _shape(A)
     d = min(m, n)
-    if k is not None:
-        k = _check_int("k", k, 1, d)
-    r = _check_int("n_vectors", n_vectors, 0, d if k is None else k)
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not isinstance(refine, (bool, np.bool_)):
-        raise ValueError(f"refine must be True or False, got {refine!r}")
-    n_iter = _check_int("n_iter", n_iter, 0)
-    n_oversamples = _check_int("n_oversamples", n_oversamples, 0)
-    if block_rows is not None:
-        block_rows = _check_int("block_rows", block_rows, 1)
+    k = checks.integer("k", k, low=1, high=d, allow_none=True)
+    r = checks.integer("n_vectors", n_vectors, low=0, high=d if k is None else k)
+    checks.choice("method", method, METHODS)
+    checks.choice("refine", refine, (True, False))
+    n_iter = checks.integer("n_iter", n_iter, low=0)
+    n_oversamples = checks.integer("n_oversamples", n_oversamples, low=0)
+    block_rows = checks.integer("block_rows", block_rows, low=1, allow_none=True)
     if not isinstance(seed, torch.Generator):
-        seed = _check_int("seed", seed, 0)
+        seed = checks.integer("seed", seed, low=0)
     dev = resolve_device(device, A)
     if method == "auto":
         method = "svd" if m * n <= _SMALL else "gram"
@@ -665,10 +661,17 @@ def _spec(W: Any, k: int | None, options: dict, *, need_complete: bool, what: st
 
 
 def s1_s2(W: Any, **options: Any) -> float:
-    """Ratio of the two largest singular values ``σ_1/σ_2`` (FADE (000) Fig. 5, Sec. 5 table).
+    """Ratio of the two largest singular values ``σ_1/σ_2`` (FADE Fig. 5, Sec. 5 table).
 
     ``inf`` when ``σ_2 = 0`` exactly or ``min(W.shape) = 1``.  ``W``: a matrix (``options``
     go to :func:`spectrum`, which then computes only the top 2) or a :class:`Spectrum`.
+
+    Examples
+    --------
+    >>> s1_s2(np.diag([4.0, 2.0, 1.0, 0.5]))
+    2.0
+    >>> s1_s2(np.diag([3.0, 0.0])), s1_s2(np.array([[3.0, 4.0]]))   # σ_2 = 0; one singular value
+    (inf, inf)
     """
     spec = _spec(W, 2, options, need_complete=False, what="s1_s2")
     if spec.d == 1:
@@ -680,11 +683,19 @@ def s1_s2(W: Any, **options: Any) -> float:
 
 
 def rank1_fraction(W: Any, **options: Any) -> float:
-    """Rank-1 fraction ``r_1 = σ_1²/‖W‖_F²`` in ``(0, 1]`` (FADE (000) Eq. 8, App. 15.1 Eq. 33).
+    """Rank-1 fraction ``r_1 = σ_1²/‖W‖_F²`` in ``(0, 1]`` (FADE Eq. 8, App. 15.1 Eq. 33).
 
     The fraction of the Frobenius energy in the leading singular direction, FADE's
     "rank-1%" divided by 100; ``1`` iff ``W`` has rank 1.  ``‖W‖_F`` is the exact norm
     (not the sum over computed top values).  Clipped to ``≤ 1`` against rounding.
+
+    Examples
+    --------
+    >>> W = np.diag([4.0, 2.0, 1.0, 0.5])
+    >>> round(rank1_fraction(W), 6), 16 / (16 + 4 + 1 + 0.25)      # σ1² / ‖W‖_F²
+    (0.752941, 0.7529411764705882)
+    >>> rank1_fraction(spectrum(W, k=1))        # a top-1 Spectrum suffices: ‖W‖_F is exact
+    0.7529411764705882
     """
     spec = _spec(W, 1, options, need_complete=False, what="rank1_fraction")
     return min(1.0, (float(spec.s[0]) / spec.fro_norm) ** 2)
@@ -712,7 +723,7 @@ def effective_rank(W: Any, **options: Any) -> float:
 
 
 def srank(W: Any, delta: float | Sequence[float] | np.ndarray = 0.01, **options: Any) -> Any:
-    """``srank_δ(W) = min{k : Σ_{i≤k} σ_i / Σ_{i≤d} σ_i ≥ 1 − δ}`` (FADE (000) Fig. 5 caption).
+    """``srank_δ(W) = min{k : Σ_{i≤k} σ_i / Σ_{i≤d} σ_i ≥ 1 − δ}`` (FADE Fig. 5 caption).
 
     The definition of Kumar et al. (2020), "Implicit under-parameterization inhibits
     data-efficient deep RL", with the singular values themselves (not their squares).
@@ -720,6 +731,16 @@ def srank(W: Any, delta: float | Sequence[float] | np.ndarray = 0.01, **options:
     (returns an int array of its shape; one cumulative sum and one ``searchsorted``).
     Needs the full spectrum.  Default ``δ = 0.01`` as in Kumar et al.; FADE does not
     state its δ.
+
+    Examples
+    --------
+    σ = (4, 2, 1, 0.5), Σσ = 7.5: the top 2 hold 6/7.5 = 0.8 of it.
+
+    >>> W = np.diag([4.0, 2.0, 1.0, 0.5])
+    >>> srank(W, 0.2)
+    2
+    >>> srank(W, [0.01, 0.2, 0.5])
+    array([4, 2, 1])
     """
     dl = _check_delta(delta, "delta")
     spec = _spec(W, None, options, need_complete=True, what="srank")
@@ -733,7 +754,7 @@ def leading_vectors(W: Any, r: int = 1, **options: Any) -> tuple[np.ndarray, np.
     """The ``r`` leading singular triplets ``(u, s, v)``: ``u`` (m × r), ``s`` (r,), ``v`` (n × r).
 
     ``W v_i = σ_i u_i``.  Sign: the largest-|entry| of each ``u_i`` is positive (the first
-    one on ties) and ``v_i`` is flipped with it.  FADE (000) App. 15: "rank-1
+    one on ties) and ``v_i`` is flipped with it.  FADE App. 15: "rank-1
     decomposition Δ ≈ s₁uvᵀ", ``u`` the output-token direction of the output-head ``ΔW``
     (V × d).  Vectors of (near-)equal singular values are defined only up to a rotation.
     ``W``: a matrix (``options`` go to :func:`spectrum`; with ``method="randomized"`` the
@@ -745,11 +766,11 @@ def leading_vectors(W: Any, r: int = 1, **options: Any) -> tuple[np.ndarray, np.
         have = 0 if W.u is None else W.u.shape[1]
         if have == 0:
             raise ValueError("W is a Spectrum without singular vectors: compute it with n_vectors >= r")
-        r = _check_int("r", r, 1, have)
+        r = checks.integer("r", r, low=1, high=have)
         spec = W
     else:
         A = _as_matrix(W)
-        r = _check_int("r", r, 1, min(_shape(A)))
+        r = checks.integer("r", r, low=1, high=min(_shape(A)))
         opts = dict(options)
         k = opts.pop("k", r if opts.get("method") == "randomized" else None)
         spec = spectrum(A, k, n_vectors=r, **opts)
@@ -768,12 +789,18 @@ def summary(W: Any, *, deltas: float | Sequence[float] = (0.01,), k: int | None 
     (they need all singular values), and ``s2``, ``s1_s2`` too if ``k = 1``.
     ``as_frame=True``: a long DataFrame with columns ``metric``, ``value``.  ``W``: a
     matrix (``options`` go to :func:`spectrum`) or a :class:`Spectrum`.  The zero matrix
-    raises ``ValueError`` (its ratios are undefined).  Source: FADE (000) Sec. 5 table
+    raises ``ValueError`` (its ratios are undefined).  Source: FADE Sec. 5 table
     (s1/s2, rank-1%), Fig. 5 (srank), App. 15.
+
+    Examples
+    --------
+    >>> out = summary(np.diag([4.0, 2.0, 1.0, 0.5]), deltas=(0.01, 0.2))
+    >>> {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}  # doctest: +NORMALIZE_WHITESPACE
+    {'rows': 4, 'cols': 4, 'method': 'svd', 'n_singular_values': 4, 'fro_norm': 4.6098, 's1': 4.0,
+     's2': 2.0, 's1_s2': 2.0, 'rank1_fraction': 0.7529, 'stable_rank': 1.3281, 'effective_rank': 3.1171,
+     'srank_0.01': 4, 'srank_0.2': 2}
     """
-    dl = np.atleast_1d(np.asarray(deltas, dtype=float)) if np.size(deltas) else np.zeros(0)
-    if dl.size:
-        _check_delta(dl, "deltas")
+    dl = np.atleast_1d(_check_delta(deltas, "deltas")) if np.size(deltas) else np.zeros(0)
     spec = _spec(W, k, options, need_complete=False, what="summary")
     out: dict[str, Any] = {
         "rows": spec.shape[0], "cols": spec.shape[1], "method": spec.method,

@@ -1,4 +1,4 @@
-"""ΔW analysis of Hugging Face checkpoints (FADE (000) Sec. 4.2, Sec. 5 table, App. 15).
+"""ΔW analysis of Hugging Face checkpoints (FADE Sec. 4.2, Sec. 5 table, App. 15).
 
 For each RL checkpoint against a base (SFT) checkpoint, tensor by tensor,
 ``ΔW_t = W_rl,t − W_base,t``, streamed one tensor at a time from both checkpoints
@@ -22,7 +22,7 @@ quantity                   definition                                           
                            singular vector ``u`` below 0 (sign: largest ``|u_i|`` positive)   of tokens negative")
 ``u_energy_share[f]``      ``Σ`` of the largest ``⌈f·V⌉`` values ``u_i²`` (``‖u‖ = 1``),        App. 15.1 ("50% of
                            f ∈ {0.01, 0.22}; ``u_vocab_fraction_for_half_energy``             energy in ~22% of vocab")
-``inner_s1_s2_mean``       mean ``s1/s2`` over the 2-D weights of the transformer blocks      issue; see docs
+``inner_s1_s2_mean``       mean ``s1/s2`` over the 2-D weights of the transformer blocks      see docs ("Inner")
 ``inner_l2_share_mean``    mean over blocks of the block's ``l2_share``                       Sec. 5 table "Inner"
 alignment                  ``|cos|`` of leading ``u``, ``v`` of each checkpoint's ``ΔW``        Table 12
                            vs the last checkpoint (head; early/mid/late thirds of blocks)
@@ -47,19 +47,22 @@ Entry points: :func:`diff` (the report document, ``report.json``) and :func:`ser
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import os
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from rlvr_theory import checks
+
 from . import spectra
 from .checkpoints import Checkpoint, TensorPair, has_tokenizer, load_tokenizer, open_checkpoint, pair_tensors
+from .runtime import resolve_device, run_metadata
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -181,41 +184,18 @@ class _Ops:
 
 
 # ---------------------------------------------------------------- helpers
-def _openblas_pools() -> list[tuple[Any, Any]]:
-    """``(get_num_threads, set_num_threads)`` of every OpenBLAS library loaded in this process
-    (numpy's and scipy's bundled ``scipy_openblas``, or a system ``libopenblas``); Linux only."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and ln.split()[-1].startswith("/")})
-    except OSError:
-        return []
-    out = []
-    for p in paths:
-        try:
-            lib = ctypes.CDLL(p)
-        except OSError:
-            continue
-        for name in ("openblas", "scipy_openblas"):
-            for suffix in ("", "64_"):
-                get = getattr(lib, f"{name}_get_num_threads{suffix}", None)
-                put = getattr(lib, f"{name}_set_num_threads{suffix}", None)
-                if get is not None and put is not None:
-                    out.append((get, put))
-    return out
-
-
 @contextlib.contextmanager
 def _blas_threads(n: int | None):
-    """Run the block with ``n`` OpenBLAS threads in every loaded OpenBLAS (``None``: unchanged)."""
-    pools = _openblas_pools() if n is not None else []
-    old = [int(get()) for get, _ in pools]
-    for _, put in pools:
-        put(int(n))
-    try:
+    """Run the block with ``n`` threads in every BLAS pool loaded in this process (numpy's and
+    scipy's bundled OpenBLAS included; ``None``: unchanged), restored afterwards.  The same
+    mechanism as ``--threads`` (:func:`rlvr_theory.runner.apply_threads`): threadpoolctl."""
+    if n is None:
         yield
-    finally:
-        for (_, put), o in zip(pools, old):
-            put(o)
+        return
+    import threadpoolctl
+
+    with threadpoolctl.threadpool_limits(int(n), user_api="blas"):
+        yield
 
 
 _STEP_RE = re.compile(r"checkpoint-(\d+)$")
@@ -264,7 +244,8 @@ def _device_name(dev: torch.device) -> str:
 
 
 def _check_args(base: Any, checkpoints: Any, top_k: Any, layers: Any, tokenizer: Any,
-                full_spectrum: Any, progress: Any) -> list[str]:
+                full_spectrum: Any, progress: Any) -> tuple[list[str], int]:
+    """The checkpoint paths and ``top_k`` (numbers and choices: :mod:`rlvr_theory.checks`)."""
     if not isinstance(base, (str, os.PathLike)):
         raise ValueError(f"base must be a checkpoint directory path (str), got {base!r}")
     if isinstance(checkpoints, (str, os.PathLike)) or not isinstance(checkpoints, Sequence):
@@ -274,16 +255,13 @@ def _check_args(base: Any, checkpoints: Any, top_k: Any, layers: Any, tokenizer:
     if not cks or not all(isinstance(c, (str, os.PathLike)) for c in cks):
         raise ValueError(f"checkpoints must be a non-empty sequence of checkpoint directory paths, "
                          f"got {checkpoints!r}")
-    if not isinstance(top_k, (int, np.integer)) or isinstance(top_k, bool) or top_k < 2:
-        raise ValueError(f"top_k must be an integer >= 2 (singular values per weight matrix), got {top_k!r}")
-    if layers not in LAYERS:
-        raise ValueError(f"layers must be one of {LAYERS}, got {layers!r}")
+    top_k = checks.integer("top_k", top_k, low=2)
+    checks.choice("layers", layers, LAYERS)
     if tokenizer is not None and not isinstance(tokenizer, (str, os.PathLike)):
         raise ValueError(f"tokenizer must be None or a tokenizer directory path, got {tokenizer!r}")
-    for nm, v in (("full_spectrum", full_spectrum), ("progress", progress)):
-        if not isinstance(v, (bool, np.bool_)):
-            raise ValueError(f"{nm} must be True or False, got {v!r}")
-    return [str(c) for c in cks]
+    checks.choice("full_spectrum", full_spectrum, (True, False))
+    checks.choice("progress", progress, (True, False))
+    return [str(c) for c in cks], top_k
 
 
 # ------------------------------------------------------------ head vector
@@ -293,7 +271,7 @@ def u_statistics(u: np.ndarray) -> dict[str, Any]:
     ``u_negative_fraction`` = #{u_i < 0}/V; ``u_energy_share[f]`` = Σ of the ``⌈f·V⌉``
     largest ``u_i²`` over ``Σ u_i²``; ``u_vocab_fraction_for_half_energy`` = the smallest
     fraction of tokens holding half of ``Σ u_i²``; ``u_quantiles``: ``u`` sorted ascending
-    at ``N_QUANTILES`` evenly spaced ranks (for plots).  FADE (000) App. 15.1.
+    at ``N_QUANTILES`` evenly spaced ranks (for plots).  FADE App. 15.1.
     """
     u = np.asarray(u, dtype=np.float64)
     V = u.size
@@ -378,8 +356,10 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     -------
     dict
         ``{"base", "device", "settings", "checkpoints": [...], "alignment", "clustering",
-        "skipped_tensors", "timing_s"}``; see ``docs/checkpoint_diff.md`` for every key.
-        Non-finite values (``s1/s2`` of an exactly rank-1 ``ΔW``) are ``None``.
+        "skipped_tensors", "timing_s", "run"}``; see ``docs/checkpoint_diff.md`` for every
+        key.  ``run`` is :func:`analysis.runtime.run_metadata` of the arguments (package
+        version, settings, seed, device, threads).  An undefined ratio (``s1/s2`` of an
+        exactly rank-1 ``ΔW``) is ``None``.
 
     Raises
     ------
@@ -388,10 +368,36 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         shapes; a missing tensor; a truncated or corrupt safetensors file; NaN/Inf in a
         weight.  Messages start with ``base`` / ``checkpoints[i]`` and name the file and
         tensor.
+
+    Examples
+    --------
+    Two tiny checkpoints written with safetensors: the "RL" one adds a rank-1 update
+    ``0.1·u vᵀ`` to the output head and leaves the block weight unchanged.
+
+    >>> import pathlib, tempfile, torch
+    >>> from safetensors.torch import save_file
+    >>> g = torch.Generator().manual_seed(0)
+    >>> base = {"lm_head.weight": torch.randn(32, 8, generator=g),
+    ...         "model.layers.0.mlp.up_proj.weight": torch.randn(16, 8, generator=g)}
+    >>> u, v = torch.randn(32, 1, generator=g), torch.randn(8, 1, generator=g)
+    >>> rl = dict(base, **{"lm_head.weight": base["lm_head.weight"] + 0.1 * u @ v.T})
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> for name, tensors in (("base", base), ("rl", rl)):
+    ...     (root / name).mkdir()
+    ...     _ = (root / name / "config.json").write_text('{"model_type": "toy", "tie_word_embeddings": false}')
+    ...     save_file(tensors, str(root / name / "model.safetensors"))
+    >>> doc = diff(str(root / "base"), [str(root / "rl")], device="cpu", progress=False)
+    >>> head = doc["checkpoints"][0]["output_head"]
+    >>> head["name"], round(head["l2_share"], 6), round(head["rank1_fraction"], 6), head["s1_s2"] > 1e5
+    ('lm_head.weight', 1.0, 1.0, True)
+    >>> doc["checkpoints"][0]["layers"][1]["note"]
+    'unchanged (ΔW = 0): SVD metrics undefined'
+    >>> sorted(doc["run"])
+    ['device', 'package_version', 'seed', 'settings', 'threads']
     """
     t0 = time.perf_counter()
-    paths = _check_args(base, checkpoints, top_k, layers, tokenizer, full_spectrum, progress)
-    dev = spectra.resolve_device(device)
+    paths, top_k = _check_args(base, checkpoints, top_k, layers, tokenizer, full_spectrum, progress)
+    dev = resolve_device(device)
     ops = _Ops(dev)
     b = open_checkpoint(base, "base")
     cks = [open_checkpoint(p, f"checkpoints[{i}]") for i, p in enumerate(paths)]
@@ -474,6 +480,9 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         "skipped_tensors": skipped,
     }
     doc["timing_s"] = time.perf_counter() - t0
+    doc["run"] = run_metadata({"base": str(base), "checkpoints": paths, "device": str(device), "top_k": top_k,
+                               "layers": layers, "tokenizer": None if tokenizer is None else str(tokenizer),
+                               "full_spectrum": bool(full_spectrum)}, seed=None, device=doc["device"])
     return doc
 
 
@@ -729,7 +738,7 @@ def _clustering(runs: list[_Run], cross: dict[str, np.ndarray], b: Checkpoint,
     }
 
 
-def to_frame(doc: dict) -> "pd.DataFrame":
+def to_frame(doc: dict) -> pd.DataFrame:
     """The per-tensor records of a :func:`diff` document as one long pandas DataFrame.
 
     One row per (checkpoint, tensor): ``checkpoint`` (path), ``step``, ``name``, ``kind``,

@@ -1,4 +1,4 @@
-"""Benchmark: checkpoint diff of a Qwen2.5-shaped random bf16 pair (issue "Checkpoint diff").
+"""Benchmark: checkpoint diff of a Qwen2.5-shaped random bf16 pair.
 
     python benchmarks/bench_diff.py [--shape 0.5b|7b|tiny] [--device auto|cpu|cuda] [--top-k 64]
         [--workdir DIR] [--no-baseline] [--record]

@@ -14,7 +14,7 @@ Parts (all on one freshly initialised model of ``--preset``; a random policy rar
    from its metrics (median over steps after the first).
 
     python benchmarks/bench_grpo.py [--preset tiny-cpu] [--device auto] [--batch-size 16]
-        [--group-size 8] [--max-new-tokens 8] [--steps 20] [--repeats 5] [--threads N]
+        [--group-size 8] [--max-new-tokens 8] [--steps 20] [--repeats 5] [--threads N (default: half the cores)]
         [--out benchmarks/results/grpo_<preset>_<device>.json]
 
 On a GPU machine: ``python benchmarks/bench_grpo.py --preset small-gpu --device cuda
@@ -24,7 +24,6 @@ On a GPU machine: ``python benchmarks/bench_grpo.py --preset small-gpu --device 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -36,7 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from analysis.io import atomic_write_text
+from analysis.io import write_json
+from analysis.runtime import resolve_device
+from rlvr_theory import runner
 from simulations.grpo import models, rollout, tasks, trainer
 
 
@@ -126,16 +127,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=8)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=None)
+    runner.add_threads_option(ap)
     ap.add_argument("--out", default=None, help="JSON results file [benchmarks/results/grpo_<preset>_<device>.json]")
     args = ap.parse_args(argv)
-    dev = models.resolve_device(args.device)
+    dev = resolve_device(args.device)
+    args.threads = runner.apply_threads(args.threads)
     with models.torch_threads(args.threads):
         roll = bench_rollouts(args, dev)
         train = bench_training(args, dev)
     s = roll["seconds"]
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else _cpu_name()
-    print(f"device {dev} ({name}), torch threads {args.threads or torch.get_num_threads()}, preset {args.preset} "
+    print(f"device {dev} ({name}), torch threads {args.threads}, preset {args.preset} "
           f"({roll['params'] / 1e6:.2f} M params)")
     print(f"rollout: {roll['sequences']} sequences x up to {roll['max_new_tokens']} new tokens "
           f"(prompt {roll['prompt_len']} tokens), median of {args.repeats}")
@@ -149,10 +151,9 @@ def main(argv: list[str] | None = None) -> int:
           f"rollout {100 * train['rollout_share']:.0f}% of a step")
     out = Path(args.out) if args.out else Path(__file__).parent / "results" / f"grpo_{args.preset}_{dev.type}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, json.dumps({"device": str(dev), "device_name": name, "threads": args.threads or
-                                       torch.get_num_threads(), "load_average": os.getloadavg(),
-                                       "args": vars(args), "rollout": roll,
-                                       "training": train, "torch": torch.__version__}, indent=2) + "\n")
+    write_json(out, {"device": str(dev), "device_name": name, "threads": args.threads,
+                     "load_average": os.getloadavg(), "args": vars(args), "rollout": roll,
+                     "training": train, "torch": torch.__version__}, indent=2)
     print(f"wrote {out}")
     return 0
 

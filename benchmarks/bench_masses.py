@@ -25,18 +25,19 @@ def naive_exact(adv, p_values, G):
     """Σ_x Binom(x; G, p)·M(x) with Python loops over p and x (reference)."""
     out = np.zeros((len(p_values), 2))
     for i, p in enumerate(p_values):
-        if adv.batch_level:  # A-GRAE in a homogeneous batch: ω = p
-            adv_p = adv.with_params(omega=float(p))
-        else:
-            adv_p = adv
         for x in range(G + 1):
             r = np.zeros(G)
             r[:x] = 1.0
             r = adv.reward_values[0] + (adv.reward_values[1] - adv.reward_values[0]) * r
-            kw = {"lengths": adv.default_lengths(r == adv.reward_values[1])} if adv.uses_lengths else {}
-            m = masses.of_group(adv_p, r, **kw)
-            w = stats.binom.pmf(x, G, p)
-            out[i] += w * np.array([float(m.m_S), float(m.m_F)])
+            success = r == adv.reward_values[1]
+            if adv.batch_level:  # a homogeneous batch of prompts at solve rate p (A-GRAE: ω = p)
+                A = adv.population_advantages(r, np.array([p]))[0]
+                m = (A[success].sum() / G, -A[~success].sum() / G)
+            else:
+                kw = {"lengths": adv.default_lengths(success)} if adv.uses_lengths else {}
+                mm = masses.of_group(adv, r, **kw)
+                m = (float(mm.m_S), float(mm.m_F))
+            out[i] += stats.binom.pmf(x, G, p) * np.array(m)
     return out
 
 

@@ -1,6 +1,6 @@
-"""Benchmark: the batched categorical simulator (F-GRPO (002) App. J) against a reference.
+"""Benchmark: the batched categorical simulator (F-GRPO App. J) against a reference.
 
-Reference (issue 4): one configuration at a time in numpy float64, ``Generator.multinomial``
+Reference: one configuration at a time in numpy float64, ``Generator.multinomial``
 for the counts of each step, the same log-prob surrogate, mean-baseline advantage, focal
 weight and Adam update.  Both run the same sweep (K = 128,000 actions, the given N, γ, seeds
 and steps) in one process; the script prints the two wall times, their ratio, the cost per
@@ -20,6 +20,7 @@ import time
 import numpy as np
 import torch
 
+from analysis.runtime import resolve_device
 from simulations import categorical as sc
 
 
@@ -65,7 +66,7 @@ def main() -> None:
     cfg = sc.Config(N=tuple(a.N), gamma=tuple(a.gamma), seeds=tuple(range(a.seeds)), steps=a.steps,
                     record_every=a.steps).validate()
     n_cfg = len(cfg.grid())
-    dev = sc.resolve_device(a.device)
+    dev = resolve_device(a.device)
     sc.simulate(sc.Config(**{**cfg.to_dict(), "steps": 1}), device=dev)  # warm-up
     t0 = time.perf_counter()
     _, fin = sc.simulate(cfg, device=dev)

@@ -1,6 +1,6 @@
 """Benchmark: full spectrum of a 152,064 × 3,584 float32 matrix (Qwen2.5-7B output head shape).
 
-Targets (issue): under 60 s on the 2-core CPU machine, under 2 s on a GPU, in float32
+Targets: under 60 s on the 2-core CPU machine, under 2 s on a GPU, in float32
 memory of about 2× the matrix.  The matrix is low rank plus noise,
 ``W = Z·diag(σ)·Vᵀ + noise·N`` with ``rank`` planted directions, generated in row blocks
 from a seed.  In the same run we time the references on the same matrix:
@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from analysis import spectra
+from analysis.runtime import resolve_device
 
 
 def make_matrix(rows: int, cols: int, rank: int, noise: float, seed: int) -> np.ndarray:
@@ -52,7 +53,7 @@ def make_matrix(rows: int, cols: int, rank: int, noise: float, seed: int) -> np.
 class PeakRSS:
     """Peak growth of the resident set (bytes) while the block runs, sampled every 5 ms."""
 
-    def __enter__(self) -> "PeakRSS":
+    def __enter__(self) -> PeakRSS:
         self.base = self.peak = self._rss()
         self._stop = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
@@ -112,7 +113,7 @@ def main() -> int:
                     help="rows of the float64 accuracy reference (0: skip)")
     ap.add_argument("--no-ref", action="store_true", help="skip the float32 references")
     args = ap.parse_args()
-    dev = spectra.resolve_device(args.device)  # "auto": CUDA when available (the matrix is large)
+    dev = resolve_device(args.device)  # "auto": CUDA when available (the matrix is large)
     load = os.getloadavg()[0]
     print(f"spectra benchmark: {args.rows} x {args.cols} float32, rank {args.rank} + noise {args.noise}, "
           f"device {dev}, torch threads {torch.get_num_threads()}, load average {load:.2f}")

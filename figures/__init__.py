@@ -7,11 +7,12 @@ in :mod:`figures.paper` registers a :class:`FigureSpec` with
 * ``plot(df)`` — a matplotlib Figure (written as ``NAME.png``, and ``NAME.pdf`` on request);
 * ``claims(df)`` — the paper's numbers this figure reproduces, each next to ours.
 
-Figures hold no math: they call :mod:`rlvr_theory` (and later :mod:`analysis`,
-:mod:`simulations`).  Command line: ``rlvr-figures list``, ``rlvr-figures make NAME...
---out DIR``, ``rlvr-figures make --all``.
+Figures hold no math: they call :mod:`rlvr_theory`, :mod:`analysis` and :mod:`simulations`.
+Sources name the papers by the short names of ``docs/papers.md`` (FADE, Two-Stage, F-GRPO,
+A-GRAE, Over-Sharpening).  Command line: ``rlvr-figures list``, ``rlvr-figures make NAME...
+--out DIR``, ``rlvr-figures make --all``, ``rlvr-figures check`` (``docs/figures.md``).
 """
 
-from .registry import Claim, FigureSpec, get, names, register, make
+from .registry import Claim, FigureSpec, check, get, make, names, register, registered, unregister
 
-__all__ = ["Claim", "FigureSpec", "get", "names", "register", "make"]
+__all__ = ["Claim", "FigureSpec", "get", "names", "register", "unregister", "registered", "make", "check"]

@@ -1,19 +1,49 @@
-"""The figure registry and the writer that turns a :class:`FigureSpec` into files."""
+"""The figure registry and the writer that turns a :class:`FigureSpec` into files.
+
+Each module of :mod:`figures.paper` registers one :class:`FigureSpec` (a
+:class:`rlvr_theory.registry.Registry` named ``"figure"``); :func:`make` writes one figure,
+:func:`check` makes several and collects their claims, :func:`reproduction_markdown` renders
+the claims as ``docs/reproduction.md``.
+
+The table is reproducible: every ``paper`` and ``ours`` number is rounded to the precision its
+claim is checked at (:func:`claim_number`), so regenerating it on another machine gives the
+same bytes even where the last digits of a simulation differ; and :func:`write_reproduction`
+leaves an existing table untouched when the new claims agree with it to ``tol/10`` plus half
+the step a number is shown with (:func:`same_at_claim_precision`), which also covers a number
+that machine noise moves across a rounding boundary.
+
+Examples
+--------
+>>> import tempfile
+>>> from figures import registry
+>>> paths, claims = registry.make("fgrpo_fig3", tempfile.mkdtemp())
+>>> sorted(p.name for p in paths)
+['fgrpo_fig3.claims.csv', 'fgrpo_fig3.csv', 'fgrpo_fig3.png']
+>>> [c.status for c in claims]
+['pass', 'pass', 'pass']
+"""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import math
 import os
 import pkgutil
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
-from analysis.io import atomic_write
+from analysis.io import atomic_write, atomic_write_text
+from rlvr_theory.registry import Registry
+from rlvr_theory.serialize import fmt_number
 
-__all__ = ["Claim", "FigureSpec", "register", "get", "names", "make", "check", "reproduction_markdown"]
+__all__ = ["Claim", "FigureSpec", "register", "unregister", "registered", "get", "names", "make", "check",
+           "claim_number", "reproduction_markdown", "parse_reproduction_markdown", "same_at_claim_precision",
+           "write_reproduction", "NOT_HERE"]
 
 NOT_HERE = "not reproducible here"
 
@@ -60,23 +90,32 @@ class FigureSpec:
     title: str
     source: str
     data: Callable[[], pd.DataFrame]
-    plot: Callable[[pd.DataFrame], "object"]
+    plot: Callable[[pd.DataFrame], object]
     claims: Callable[[pd.DataFrame], list[Claim]] = field(default=lambda df: [])
     markdown: Callable[[pd.DataFrame], str] | None = None
     #: the paper-scale data (``--full``); ``data`` is the quick default
     full_data: Callable[[], pd.DataFrame] | None = None
 
 
-_REGISTRY: dict[str, FigureSpec] = {}
+_REGISTRY: Registry[FigureSpec] = Registry("figure", sort=True)
 _LOADED = False
 
 
 def register(spec: FigureSpec) -> FigureSpec:
-    """Add a figure to the registry (names must be unique)."""
-    if spec.name in _REGISTRY and _REGISTRY[spec.name] is not spec:
-        raise ValueError(f"figure {spec.name!r} is already registered")
-    _REGISTRY[spec.name] = spec
-    return spec
+    """Add a figure to the registry (``ValueError`` if another figure has its name)."""
+    return _REGISTRY.register(spec)
+
+
+def unregister(name: str) -> None:
+    """Remove the figure ``name`` (``ValueError`` listing the names if there is none)."""
+    get(name)
+    _REGISTRY.unregister(name)
+
+
+def registered(spec: FigureSpec) -> contextlib.AbstractContextManager[FigureSpec]:
+    """Context manager: ``spec`` is registered inside the ``with`` block only (for tests)."""
+    _load()
+    return _REGISTRY.registered(spec)
 
 
 def _load() -> None:
@@ -90,18 +129,33 @@ def _load() -> None:
 
 
 def names() -> list[str]:
-    """Registered figure names, sorted."""
+    """Registered figure names, sorted.
+
+    >>> from figures import registry
+    >>> "fade_fig2" in registry.names() and registry.names() == sorted(registry.names())
+    True
+    """
     _load()
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def get(name: str) -> FigureSpec:
-    """The :class:`FigureSpec` called ``name``; ``ValueError`` listing the names otherwise."""
+    """The :class:`FigureSpec` called ``name``; ``ValueError`` listing the names otherwise
+    (the argument is named ``NAME``, as in ``rlvr-figures make NAME``).
+
+    Examples
+    --------
+    >>> from figures import registry
+    >>> spec = registry.get("fgrpo_fig3")
+    >>> spec.title, spec.source
+    ('Focal-weighted advantage magnitude vs success rate', 'F-GRPO Fig. 3')
+    >>> registry.get("fade_fig99")
+    Traceback (most recent call last):
+    ...
+    ValueError: NAME: unknown figure 'fade_fig99'; allowed: agrae_fig6, ...
+    """
     _load()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"NAME: unknown figure {name!r}; allowed: {', '.join(sorted(_REGISTRY))}") from None
+    return _REGISTRY.get(name, arg="NAME")
 
 
 def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool = False
@@ -110,7 +164,17 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
     numbers), ``NAME.claims.csv`` (paper vs ours), ``NAME.md`` for tables, ``NAME.pdf`` if asked.
     ``full`` uses the figure's paper-scale data where it has one (``FigureSpec.full_data``).
 
-    Returns the written paths and the claims.
+    Returns the written paths and the claims.  An unknown ``name`` is refused (``ValueError``)
+    before anything is written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> paths, claims = make("agrae_fig6", tempfile.mkdtemp(), pdf=True)
+    >>> sorted(p.suffix for p in paths)
+    ['.csv', '.csv', '.pdf', '.png']
+    >>> claims[0].claim, claims[0].status
+    ('GRPO sum|A| = 2G sqrt(p(1-p)) = 8 at p = 0.5', 'pass')
     """
     import matplotlib
 
@@ -141,14 +205,16 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
     emit(".claims.csv", lambda p: cdf.to_csv(p, index=False, float_format="%.17g"))
     if spec.markdown is not None:
         text = spec.markdown(df)
-        emit(".md", lambda p: Path(p).write_text(text))
+        path = atomic_write_text(out / f"{name}.md", text)
+        written.append(path)
     return written, claims
 
 
 def check(names_: list[str] | None, out_dir: str | os.PathLike, *, full: bool = False,
           progress: Callable[[str], None] | None = None) -> pd.DataFrame:
     """Make the figures ``names_`` (all when ``None``) into ``out_dir`` and return every claim as
-    one table: ``figure, claim, source, paper, ours, tol, status, note`` (issue 7 §1)."""
+    one table: ``figure, claim, source, paper, ours, tol, status, note``.  Unknown names are
+    refused before any figure is made."""
     rows = []
     for name in names_ or names():
         get(name)  # refuse unknown names before any work
@@ -161,32 +227,162 @@ def check(names_: list[str] | None, out_dir: str | os.PathLike, *, full: bool = 
     return pd.DataFrame(rows, columns=["figure", "claim", "source", "paper", "ours", "tol", "status", "note"])
 
 
-def _fmt(x: float) -> str:
-    return "—" if x != x else f"{x:.6g}"
+
+_COLUMNS = ["figure", "claim", "source", "paper", "ours", "tol", "status", "note"]
+_STATUSES = ("pass", "explained", NOT_HERE, "fail")
+
+#: how docs/reproduction.md rounds its numbers (also its header)
+ROUNDING_RULE = (
+    "Numbers are rounded to the precision their claim is checked at, so that the table is the same "
+    "on every machine: `paper` and `ours` are rounded to the largest power of ten that is at most "
+    "tol/10 (the shown value is within tol/20 of the computed one) and shown with at most 6 "
+    "significant digits; claims with tol = 0 (exact comparisons) show 6 significant digits; "
+    "`tol` is shown as written in the figure module; `—` is no value.")
+
+
+def claim_number(x: float, tol: float) -> str:
+    """``x`` as shown in the reproduction table of a claim checked at absolute tolerance ``tol``.
+
+    ``x`` is rounded to the largest power of ten ``10**k <= tol/10`` (rounding error at most
+    ``tol/20``, so far below the tolerance that the table never shows a pass as a fail) and
+    written with at most 6 significant digits (:func:`rlvr_theory.serialize.fmt_number`);
+    ``tol = 0`` gives 6 significant digits; NaN gives ``—``.  A change of ``x`` smaller than
+    half the rounding step leaves the text unchanged unless ``x`` lies that close to a rounding
+    boundary, which is what makes the table independent of machine-level noise.
+
+    Examples
+    --------
+    >>> claim_number(0.6300816, 0.005), claim_number(2.54436e-07, 1e-6), claim_number(9.8e-19, 1e-12)
+    ('0.6301', '3e-07', '0')
+    >>> claim_number(0.7367619, 1e-10), claim_number(0.875, 0.0), claim_number(float("nan"), 0.01)
+    ('0.736762', '0.875', '—')
+    """
+    x, tol = float(x), float(tol)
+    if not math.isfinite(x) or not (tol > 0 and math.isfinite(tol)):
+        return fmt_number(x)
+    k = math.floor(math.log10(tol) + 1e-9) - 1  # 10**k: the largest power of ten <= tol/10
+    r = round(x, -k)
+    if r == 0:
+        return "0"
+    digits = min(6, max(1, math.floor(math.log10(abs(r)) + 1e-9) - k + 1))
+    return fmt_number(r, digits)
+
+
+def _escape(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def reproduction_markdown(table: pd.DataFrame, *, full: bool = False) -> str:
-    """``docs/reproduction.md``: the claims table of :func:`check` as Markdown, with counts."""
+    """``docs/reproduction.md``: the claims table of :func:`check` as Markdown, with counts.
+
+    Numbers are rounded by :func:`claim_number`, so the text depends only on the claims, not on
+    the last digits a machine computes.
+
+    Examples
+    --------
+    >>> t = pd.DataFrame([["fig", "a claim", "Two-Stage Fig. 1", 0.63, 0.6300816, 0.005, "pass", ""]],
+    ...                  columns=_COLUMNS)
+    >>> reproduction_markdown(t).splitlines()[-1]
+    '| fig | a claim | Two-Stage Fig. 1 | 0.63 | 0.6301 | 0.005 | pass |  |'
+    """
     counts = table.status.value_counts()
-    summary = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in ("pass", "explained", NOT_HERE, "fail"))
+    summary = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in _STATUSES)
     lines = [
         "# Reproduction report: every paper number next to ours",
         "",
         "Generated by `rlvr-figures check" + (" --full" if full else "") + "` (also the last step of "
         "`make figures`); do not edit by hand.  Each row is a number stated by one of the five papers "
-        "(`source`), recomputed by the figure module named in `figure`.  `status`: **pass** "
+        "(`source`, short names as in [papers.md](papers.md)), recomputed by the figure module named in "
+        "`figure`.  `status`: **pass** "
         "(|ours − paper| ≤ tol), **explained** (differs; the note says why, e.g. a misprint shown by "
         "derivation), **not reproducible here** (needs the papers' 7B-scale RL runs; the note says "
         "which), **fail** (differs, unexplained).  Simulation figures use their quick presets"
         + (" at paper scale (`--full`)." if full else "; `rlvr-figures check --full` runs the paper-scale sweeps."),
         "",
+        ROUNDING_RULE,
+        "",
         f"Summary: {len(table)} claims — {summary}.",
         "",
-        "| figure | claim | source | paper | ours | tol | status | note |",
-        "|---|---|---|---|---|---|---|---|",
+        "| " + " | ".join(_COLUMNS) + " |",
+        "|" + "---|" * len(_COLUMNS),
     ]
-    esc = lambda t: str(t).replace("|", "\\|").replace("\n", " ")
     for r in table.itertuples():
-        lines.append(f"| {r.figure} | {esc(r.claim)} | {esc(r.source)} | {_fmt(r.paper)} | {_fmt(r.ours)} | "
-                     f"{_fmt(r.tol)} | {r.status} | {esc(r.note)} |")
+        lines.append(f"| {r.figure} | {_escape(r.claim)} | {_escape(r.source)} | {claim_number(r.paper, r.tol)} | "
+                     f"{claim_number(r.ours, r.tol)} | {fmt_number(float(r.tol))} | {r.status} | {_escape(r.note)} |")
     return "\n".join(lines) + "\n"
+
+
+def _number(cell: str) -> float:
+    return math.nan if cell == "—" else float(cell.replace("∞", "inf"))
+
+
+def parse_reproduction_markdown(text: str) -> pd.DataFrame:
+    """The claims table of a ``docs/reproduction.md`` (numbers as shown, ``—`` as NaN), the
+    inverse of :func:`reproduction_markdown` up to its rounding."""
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("| ") or line.startswith("| figure |"):
+            continue
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        rows.append(dict(zip(_COLUMNS, cells)))
+    table = pd.DataFrame(rows, columns=_COLUMNS)
+    for col in ("paper", "ours", "tol"):
+        table[col] = [_number(c) for c in table[col]]
+    return table
+
+
+def _display_step(shown: float, tol: float) -> float:
+    """The rounding step of a number as :func:`claim_number` shows it (0 when it is exact)."""
+    exps = []
+    if tol > 0 and math.isfinite(tol):
+        exps.append(math.floor(math.log10(tol) + 1e-9) - 1)
+    if shown != 0:
+        exps.append(math.floor(math.log10(abs(shown)) + 1e-9) - 5)  # the 6th significant digit
+    return 10.0 ** max(exps) if exps else 0.0
+
+
+def same_at_claim_precision(old: pd.DataFrame, new: pd.DataFrame) -> bool:
+    """Whether ``new`` claims say what the table ``old`` (as parsed from its Markdown) shows:
+    the same rows with the same texts and statuses, and every ``paper`` / ``ours`` number of
+    ``new`` within ``tol/10`` plus half a rounding step of the number shown (NaN only with NaN).
+
+    ``rlvr-figures check`` leaves an existing table file untouched when the new claims are the
+    same at this precision, so that machine-level noise (a float32 sum, a sampled draw flipped
+    by it) never dirties the checkout, even where it moves a number across a rounding boundary.
+
+    >>> t = parse_reproduction_markdown("| f | c | s | 0.63 | 0.6301 | 0.005 | pass |  |")
+    >>> same_at_claim_precision(t, t.assign(ours=[0.62985])), same_at_claim_precision(t, t.assign(ours=[0.6290]))
+    (True, False)
+    """
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old.itertuples(), new.itertuples()):
+        if any(str(getattr(a, c)) != str(getattr(b, c)) for c in ("figure", "claim", "source", "status", "note")):
+            return False
+        tol = float(b.tol)
+        if abs(float(a.tol) - tol) > _display_step(float(a.tol), 0.0) / 2:
+            return False
+        for col in ("paper", "ours"):
+            shown, x = float(getattr(a, col)), float(getattr(b, col))
+            if math.isnan(shown) or math.isnan(x):
+                if math.isnan(shown) != math.isnan(x):
+                    return False
+            elif abs(x - shown) > (tol / 10 + _display_step(shown, tol) / 2) * (1 + 1e-9) + 1e-300:
+                return False
+    return True
+
+
+def write_reproduction(path: str | os.PathLike, table: pd.DataFrame, *, full: bool = False) -> bool:
+    """Write the claims ``table`` to ``path`` as :func:`reproduction_markdown`, unless ``path``
+    already holds the same claims at their precision (:func:`same_at_claim_precision`) under the
+    same header; returns whether the file was written."""
+    path = Path(path)
+    text = reproduction_markdown(table, full=full)
+    if path.exists():
+        old_text = path.read_text(encoding="utf-8")
+        head = lambda t: t.split("\nSummary:", 1)[0]  # noqa: E731
+        if head(old_text) == head(text) and same_at_claim_precision(parse_reproduction_markdown(old_text), table):
+            return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, text)
+    return True

@@ -73,7 +73,7 @@ assert abs(mc.m_S.mean() - ex[0]) < 5 * mc.m_S.std() / np.sqrt(len(r))"""),
     "02_tail_miss_and_the_categorical_simulator": [
         ("md", """# Tail miss and the categorical simulator
 
-F-GRPO (002) Lemma 3.1: with a group of N rollouts, a prompt is *active* (it has both a success
+F-GRPO Lemma 3.1: with a group of N rollouts, a prompt is *active* (it has both a success
 and a failure) with probability 1 − μ^N − (1 − μ)^N, and a rare correct mode of mass τ is missed
 by an active group with probability Pr(B_τ) = (1 − τ)^N − (μ − τ)^N − (1 − μ)^N. Intermediate N
 makes the prompt active while the rare mode stays unsampled: its probability is pushed down."""),
@@ -81,7 +81,7 @@ makes the prompt active while the rare mode stays unsampled: its probability is 
 import matplotlib.pyplot as plt
 from rlvr_theory import tail_miss
 
-mu, tau = 0.64, 6.3e-5                    # 002 App. J: initial Q_pos and a leaf's probability
+mu, tau = 0.64, 6.3e-5                    # F-GRPO App. J: initial Q_pos and a leaf's probability
 N = 2 ** np.arange(1, 18)
 pk = tail_miss.peak(mu, tau)
 print(f"Pr(B_tau) peaks at N = {pk.N:g} with value {pk.value:.4f}")
@@ -97,7 +97,7 @@ ax.legend(fontsize=8);"""),
         ("md", """## A small sweep of the categorical simulator
 
 A softmax policy over K = 128,000 actions (10,000 correct) trained with group sampling
-(002 App. J). The quick preset `fgrpo-fig4-small` (N ∈ {4, 1024, 131,072}, γ ∈ {0, 1}, 600
+(F-GRPO App. J). The quick preset `fgrpo-fig4-small` (N ∈ {4, 1024, 131,072}, γ ∈ {0, 1}, 600
 steps; ~10 s on a 2-core CPU) shows the paper's three regimes: small N keeps the retained
 positive mass M_ret near 1 but Q_pos grows slowly; intermediate N grows Q_pos while M_ret
 collapses (rare correct actions lose mass); the largest N keeps both high. The focal weight

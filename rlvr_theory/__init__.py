@@ -5,8 +5,11 @@ Modules: :mod:`~rlvr_theory.advantages` (registry of advantage functions),
 finite-G expectation, ratios, tables), :mod:`~rlvr_theory.schedules` (FADE and A-GRAE
 schedules), :mod:`~rlvr_theory.tail_miss` (F-GRPO Lemma 3.1), :mod:`~rlvr_theory.variance`
 (FADE App. 14), :mod:`~rlvr_theory.entropy` and :mod:`~rlvr_theory.categorical` (one-step
-softmax identities), :mod:`~rlvr_theory.sharpening` (004 Sec. 2) and
-:mod:`~rlvr_theory.rank1` (FADE App. 15).  See docs/README.md.
+softmax identities), :mod:`~rlvr_theory.sharpening` (Over-Sharpening Sec. 2) and
+:mod:`~rlvr_theory.rank1` (FADE App. 15).  Shared by the whole toolkit:
+:mod:`~rlvr_theory.checks` (argument checks), :mod:`~rlvr_theory.registry` (the registry
+class), :mod:`~rlvr_theory.serialize` (JSON policy, number formatting) and
+:mod:`~rlvr_theory.runner` (the command-line runner).  See docs/README.md.
 """
 
 from . import advantages, categorical, entropy, masses, rank1, schedules, sharpening, tail_miss, variance

@@ -3,8 +3,9 @@
 Every entry maps the binary rewards of a group of ``G`` rollouts of one prompt to one
 weight per rollout.  Rewards are arrays ``[..., G]``: the last axis is the group, the
 leading axes are the prompts of a batch.  All families are *group-level* (each group is
-computed on its own) except those flagged ``batch_level`` (A-GRAE with ``omega=None``
-reads the batch success rate over the whole array).
+computed on its own) except those flagged ``batch_level``: A-GRAE with ``omega=None``
+reads the batch success rate, and ``reinforce_pp`` the standard deviation of the centred
+rewards, over the whole array.
 
 Rewards are binary, ``r_i = R_w + (R_c - R_w) * 1[rollout i is correct]``
 (F-GRPO Eq. 1), with ``reward_values=(R_w, R_c)`` and ``R_c > R_w``; the default is
@@ -25,33 +26,49 @@ How the closed form relates to the implementation is recorded in ``kind``:
     successes (the paper's derivation is exact given ``p̂``);
 ``"expectation"``
     the closed form equals the expectation of the masses over ``X ~ Binom(G, p)``
-    (pass@k of Tang et al.: the weight fires only when exactly one rollout succeeds);
+    (pass@k of Tang et al.: the weight fires only when exactly one rollout succeeds;
+    ``reinforce_pp`` in a large batch of prompts at solve rate ``p``);
 ``"asymptotic"``
     the closed form is the ``G → ∞`` limit; the exact finite-``G`` expectation
     converges to it at rate ``O(1/G)``.
 
-Usage::
+Sources are named by the short names of ``docs/papers.md`` (FADE, Two-Stage, F-GRPO,
+A-GRAE, Over-Sharpening) or by author and year.
 
-    >>> from rlvr_theory import advantages
-    >>> adv = advantages.get("asym_grpo", delta=0.5)
-    >>> adv(np.array([[1, 0, 0, 1, 0, 0, 0, 0]]))
-    array([[ 0.75, -0.5 , -0.5 ,  0.75, -0.5 , -0.5 , -0.5 , -0.5 ]])
+Examples
+--------
+>>> from rlvr_theory import advantages
+>>> adv = advantages.get("asym_grpo", delta=0.5)
+>>> adv(np.array([[1, 0, 0, 1, 0, 0, 0, 0]]))
+array([[ 0.75, -0.5 , -0.5 ,  0.75, -0.5 , -0.5 , -0.5 , -0.5 ]])
+>>> adv.closed_form()
+(p*(1 - p), 2*p*(1 - p))
+>>> "reinforce_pp" in advantages.names()
+True
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar
 
 import numpy as np
 import sympy as sp
+
+from . import checks
+from .registry import Registry
 
 __all__ = [
     "Advantage",
     "get",
     "names",
     "register",
+    "unregister",
+    "registered",
     "registry",
+    "check_reward_values",
     "p",
     "G",
 ]
@@ -62,10 +79,10 @@ p = sp.Symbol("p", nonnegative=True)
 G = sp.Symbol("G", positive=True, integer=True)
 _q = 1 - p
 
-_REGISTRY: dict[str, type["Advantage"]] = {}
+_REGISTRY: Registry[type[Advantage]] = Registry("advantage")
 
 
-def register(cls: type["Advantage"]) -> type["Advantage"]:
+def register(cls: type[Advantage]) -> type[Advantage]:
     """Class decorator adding an :class:`Advantage` subclass to the registry under ``cls.name``.
 
     Users add their own families the same way::
@@ -74,37 +91,68 @@ def register(cls: type["Advantage"]) -> type["Advantage"]:
         class MyWeight(advantages.Advantage):
             name = "my_weight"
             ...
+
+    A second class under a taken name raises ``ValueError`` (see :func:`unregister`).
     """
-    if not getattr(cls, "name", None):
-        raise ValueError("an advantage class needs a non-empty `name`")
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"advantage {cls.name!r} is already registered")
-    _REGISTRY[cls.name] = cls
-    return cls
+    return _REGISTRY.register(cls)
+
+
+def unregister(name: str) -> None:
+    """Remove the family ``name`` from the registry (``ValueError`` listing the names if unknown)."""
+    _REGISTRY.unregister(name)
+
+
+def registered(cls: type[Advantage]) -> AbstractContextManager[type[Advantage]]:
+    """Context manager: ``cls`` is registered inside the ``with`` block only (for tests)::
+
+        with advantages.registered(MyWeight):
+            masses.exact("my_weight", 0.3, 8)
+    """
+    return _REGISTRY.registered(cls)
 
 
 def names() -> list[str]:
     """Registered advantage names, in registration order."""
-    return list(_REGISTRY)
+    return _REGISTRY.names()
 
 
-def registry() -> Mapping[str, type["Advantage"]]:
-    """Read-only view of the registry: name -> class."""
-    return dict(_REGISTRY)
+def registry() -> Mapping[str, type[Advantage]]:
+    """A copy of the registry: name -> class."""
+    return _REGISTRY.as_dict()
 
 
-def get(name: str, **params: Any) -> "Advantage":
+def get(name: str, **params: Any) -> Advantage:
     """Instantiate the advantage ``name`` with ``params`` (and ``reward_values``).
 
-    Raises ``ValueError`` naming the allowed names when ``name`` is unknown.
+    Raises ``ValueError`` naming the allowed names when ``name`` is unknown, and the
+    parameter and its allowed range when a parameter is refused.
+
+    Examples
+    --------
+    >>> from rlvr_theory import advantages
+    >>> adv = advantages.get("grpo", ddof=1)
+    >>> adv
+    advantages.get('grpo', ddof=1, eps=0.0)
+    >>> adv(np.array([1.0, 0.0, 0.0, 1.0]))
+    array([ 0.8660254, -0.8660254, -0.8660254,  0.8660254])
+    >>> advantages.get("asym_grpo", delta=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: asym_grpo: delta must be a finite number > 0, got 0
     """
+    return _REGISTRY.get(name)(**params)
+
+
+def check_reward_values(reward_values: Any) -> tuple[float, float]:
+    """``(R_w, R_c)`` as two floats with ``R_c > R_w`` (the rewards of a wrong and a correct rollout)."""
+    msg = f"reward_values must be a pair of finite numbers (R_w, R_c) with R_c > R_w, got {reward_values!r}"
     try:
-        cls = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"name: unknown advantage {name!r}; allowed: {', '.join(sorted(_REGISTRY))}"
-        ) from None
-    return cls(**params)
+        rv = checks.array("reward_values", reward_values, ndim=1)
+    except ValueError:
+        raise ValueError(msg) from None
+    if rv.shape != (2,) or not rv[1] > rv[0]:
+        raise ValueError(msg)
+    return float(rv[0]), float(rv[1])
 
 
 def _sym(value: Any) -> sp.Expr:
@@ -189,16 +237,7 @@ class Advantage:
                 f"{self.name}: unknown parameter(s) {', '.join(sorted(unknown))}; allowed: {allowed}"
             )
         merged = {**self.defaults, **params}
-        try:
-            rv = tuple(float(v) for v in reward_values)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"reward_values must be a pair of finite numbers (R_w, R_c) with R_c > R_w, got {reward_values!r}"
-            ) from None
-        if len(rv) != 2 or not all(math.isfinite(v) for v in rv) or not rv[1] > rv[0]:
-            raise ValueError(
-                f"reward_values must be a pair of finite numbers (R_w, R_c) with R_c > R_w, got {reward_values!r}"
-            )
+        rv = check_reward_values(reward_values)
         self.reward_values: tuple[float, float] = rv
         self.params: dict[str, Any] = self._validate(merged)
 
@@ -208,32 +247,24 @@ class Advantage:
         return params
 
     def _number(self, params: dict, key: str, *, low: float | None = None, high: float | None = None,
-                 low_open: bool = False, integer: bool = False, allow_none: bool = False) -> None:
-        """Validate ``params[key]`` as a finite number in a range, with a message naming it."""
-        v = params[key]
-        if v is None and allow_none:
-            return
-        rng = []
-        if low is not None:
-            rng.append(f"{'>' if low_open else '>='} {low}")
-        if high is not None:
-            rng.append(f"<= {high}")
-        what = ("an integer" if integer else "a finite number") + (" " + " and ".join(rng) if rng else "")
-        if allow_none:
-            what += " (or None)"
-        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-        ok = ok and math.isfinite(float(v))
-        if ok and integer:
-            ok = float(v) == int(v)
-        if ok and low is not None:
-            ok = float(v) > low if low_open else float(v) >= low
-        if ok and high is not None:
-            ok = float(v) <= high
-        if not ok:
-            raise ValueError(f"{self.name}: {key} must be {what}, got {v!r}")
-        params[key] = int(v) if integer else float(v)
+                low_open: bool = False, integer: bool = False, allow_none: bool = False) -> None:
+        """Check ``params[key]`` with :mod:`rlvr_theory.checks` (the message names the family)."""
+        try:
+            if integer:
+                params[key] = checks.integer(key, params[key], low, high, allow_none=allow_none)
+            else:
+                params[key] = checks.number(key, params[key], low, high, low_open=low_open, allow_none=allow_none)
+        except ValueError as err:
+            raise ValueError(f"{self.name}: {err}") from None
 
-    def with_params(self, **params: Any) -> "Advantage":
+    def _choice(self, params: dict, key: str, allowed: tuple) -> None:
+        """Check ``params[key]`` with :func:`rlvr_theory.checks.choice` (the message names the family)."""
+        try:
+            params[key] = checks.choice(key, params[key], allowed)
+        except ValueError as err:
+            raise ValueError(f"{self.name}: {err}") from None
+
+    def with_params(self, **params: Any) -> Advantage:
         """Copy with some parameters (or ``reward_values``) replaced."""
         rv = params.pop("reward_values", self.reward_values)
         return type(self)(reward_values=rv, **{**self.params, **params})
@@ -266,6 +297,20 @@ class Advantage:
 
         ``rewards``: finite array ``[..., G]`` whose entries are ``R_w`` or ``R_c``.
         ``lengths``: only for families with ``uses_lengths`` (T2T), same shape.
+
+        Examples
+        --------
+        >>> from rlvr_theory import advantages
+        >>> rewards = np.array([[1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+        >>> advantages.get("rloo")(rewards)          # the flat group gets 0
+        array([[ 1.        , -0.33333333, -0.33333333, -0.33333333],
+               [ 0.        ,  0.        ,  0.        ,  0.        ]])
+        >>> advantages.get("grpo", reward_values=(-1, 1))(2 * rewards - 1)[0]
+        array([ 1.73205081, -0.57735027, -0.57735027, -0.57735027])
+        >>> advantages.get("grpo")(np.array([1.0, 0.5]))
+        Traceback (most recent call last):
+        ...
+        ValueError: rewards must be binary with values reward_values = (R_w, R_c) = (0, 1); found 0.5
         """
         r, s = self._check_rewards(rewards)
         lens = self._check_lengths(lengths, r.shape)
@@ -275,11 +320,11 @@ class Advantage:
         """Per-rollout advantages of real-valued rewards ``[..., G]`` (families with ``graded``).
 
         For the families whose definition uses only ``r``, ``r̄`` and ``σ_r`` (REINFORCE, GRPO,
-        Dr. GRPO = the mean baseline of 001 Alg. 1, RLOO, GRPO-N); a group whose rewards are
+        Dr. GRPO = the mean baseline of Two-Stage Alg. 1, RLOO, GRPO-N); a group whose rewards are
         all equal gets 0 (as in :meth:`__call__`).
         """
         if not self.graded:
-            allowed = ", ".join(n for n in names() if _REGISTRY[n].graded)
+            allowed = ", ".join(n for n, cls in registry().items() if cls.graded)
             raise ValueError(f"advantage {self.name!r} is defined for binary rewards only; graded rewards need one of {allowed}")
         r = np.asarray(rewards, dtype=float)
         if r.ndim == 0 or r.shape[-1] < self.min_group_size() or not np.all(np.isfinite(r)):
@@ -371,7 +416,7 @@ class Reinforce(Advantage):
     graded = True
     name = "reinforce"
     description = "raw reward as weight, no baseline"
-    source = "Williams 1992; FADE (000) Table 1"
+    source = "Williams 1992; FADE Table 1"
 
     def _compute(self, g, lengths):
         return g.r.copy()
@@ -393,13 +438,12 @@ class GRPO(Advantage):
     graded = True
     name = "grpo"
     description = "group mean baseline, divided by the group std"
-    source = "Shao et al. 2024; FADE (000) App. 8.1; F-GRPO (002) Eq. 4"
+    source = "Shao et al. 2024; FADE App. 8.1; F-GRPO Eq. 4"
     defaults = {"ddof": 0, "eps": 0.0}
     min_group = 1
 
     def _validate(self, params):
-        if params["ddof"] not in (0, 1):
-            raise ValueError(f"grpo: ddof must be 0 or 1, got {params['ddof']!r}")
+        self._choice(params, "ddof", (0, 1))
         self._number(params, "eps", low=0)
         return params
 
@@ -422,7 +466,7 @@ class DrGRPO(Advantage):
     graded = True
     name = "dr_grpo"
     description = "group mean baseline, no std normalisation"
-    source = "Liu et al. 2025; FADE (000) Sec. 2.2, Eq. 4-6"
+    source = "Liu et al. 2025; FADE Sec. 2.2, Eq. 4-6"
 
     def _compute(self, g, lengths):
         return g.centered.copy()
@@ -438,7 +482,7 @@ class RLOO(Advantage):
     graded = True
     name = "rloo"
     description = "leave-one-out mean baseline"
-    source = "Kool et al. 2019; Ahmadian et al. 2024; FADE (000) Table 1"
+    source = "Kool et al. 2019; Ahmadian et al. 2024; FADE Table 1"
     min_group = 2
 
     def _compute(self, g, lengths):
@@ -461,7 +505,7 @@ class SkewR(Advantage):
 
     name = "skew_r"
     description = "mean-centred reward times the group std (variance emphasis)"
-    source = "Thrampoulidis et al. 2025; FADE (000) App. 8.1"
+    source = "Thrampoulidis et al. 2025; FADE App. 8.1"
 
     def _compute(self, g, lengths):
         return g.centered * g.std(0)
@@ -492,14 +536,12 @@ class PowerAlpha(Advantage):
 
     name = "power_alpha"
     description = "mean baseline times (1 - r̄)^(α-1): focus on hard prompts"
-    source = "FADE (000) Sec. 4.3, App. 8.2 item 1, Eq. 27, Alg. 1"
+    source = "FADE Sec. 4.3, App. 8.2 item 1, Eq. 27, Alg. 1"
     defaults = {"alpha": 2.0, "normalize": False}
 
     def _validate(self, params):
         self._number(params, "alpha", low=0)
-        if not isinstance(params["normalize"], (bool, np.bool_)):
-            raise ValueError(f"{self.name}: normalize must be True or False, got {params['normalize']!r}")
-        params["normalize"] = bool(params["normalize"])
+        self._choice(params, "normalize", (True, False))
         return params
 
     def _const(self) -> float:
@@ -522,7 +564,7 @@ class PowerAlphaEasy(PowerAlpha):
 
     name = "power_alpha_easy"
     description = "mean baseline times r̄^(α-1): focus on easy prompts"
-    source = "FADE (000) Sec. 4.3"
+    source = "FADE Sec. 4.3"
 
     def _compute(self, g, lengths):
         return self._const() * g.centered * _pow(g.phat, self.params["alpha"] - 1)
@@ -541,7 +583,7 @@ class AsymPowerAlpha(Advantage):
 
     name = "asym_power_alpha"
     description = "separate difficulty powers for successes and failures"
-    source = "FADE (000) App. 8.2 item 2"
+    source = "FADE App. 8.2 item 2"
     defaults = {"alpha_s": 2.0, "alpha_f": 1.0}
 
     def _validate(self, params):
@@ -567,7 +609,7 @@ class AsymGRPO(Advantage):
 
     name = "asym_grpo"
     description = "mean baseline with failures scaled by 1/δ"
-    source = "FADE (000) Sec. 4.1, App. 8.2 item 3"
+    source = "FADE Sec. 4.1, App. 8.2 item 3"
     defaults = {"delta": 1.0}
 
     def _validate(self, params):
@@ -591,7 +633,7 @@ class MaxRL(Advantage):
 
     name = "maxrl"
     description = "mean baseline divided by the mean reward (maximum likelihood RL)"
-    source = "Tajwar et al. 2026; FADE (000) App. 8.3"
+    source = "Tajwar et al. 2026; FADE App. 8.3"
 
     def _compute(self, g, lengths):
         return _div(g.centered, g.mean - g.rw)
@@ -612,7 +654,7 @@ class PassKTang(Advantage):
 
     name = "passk_tang"
     description = "leave-one-out pass@G indicator: only a unique success is rewarded"
-    source = "Tang et al. 2025; FADE (000) App. 8.4.1"
+    source = "Tang et al. 2025; FADE App. 8.4.1"
     kind = "expectation"
     min_group = 1
 
@@ -650,7 +692,7 @@ class PassKChen(Advantage):
 
     name = "passk_chen"
     description = "analytic pass@k advantage, mean-centred (sign-balanced)"
-    source = "Chen et al. 2025; FADE (000) App. 8.4.2"
+    source = "Chen et al. 2025; FADE App. 8.4.2"
     kind = "asymptotic"
     defaults = {"k": 4}
 
@@ -690,7 +732,7 @@ class PassKMix(PassKChen):
 
     name = "passk_mix"
     description = "convex mix p·pass@k + q·pass@1 advantages"
-    source = "Chen et al. 2025; FADE (000) App. 8.4.3"
+    source = "Chen et al. 2025; FADE App. 8.4.3"
 
     def _compute(self, g, lengths):
         return g.phat * self._chen(g) + g.qhat * g.grpo()
@@ -711,7 +753,7 @@ class AsymRL(Advantage):
 
     name = "asymrl"
     description = "mean baseline shifted up by δ (failure bias)"
-    source = "Arnal et al. 2026; FADE (000) App. 8.5"
+    source = "Arnal et al. 2026; FADE App. 8.5"
     defaults = {"delta": 0.01}
 
     def _validate(self, params):
@@ -735,7 +777,7 @@ class Quantile(Advantage):
 
     name = "quantile"
     description = "τ-quantile of the group rewards as baseline"
-    source = "Dabney et al. 2018; FADE (000) App. 8.6"
+    source = "Dabney et al. 2018; FADE App. 8.6"
     defaults = {"tau": 0.5}
     erratum = ("FADE App. 8.6 writes Q_τ = 0 iff p ≤ τ; the τ-quantile of a binary sample is 0 iff "
                "p ≤ 1 − τ. Both agree at τ = 1/2 (median, MC-GRPO); we use 1 − τ.")
@@ -768,7 +810,7 @@ class MCGRPO(Quantile):
 
     name = "mc_grpo"
     description = "group median as baseline"
-    source = "Kim 2026; FADE (000) App. 8.6"
+    source = "Kim 2026; FADE App. 8.6"
     defaults = {}
     erratum = None
 
@@ -785,7 +827,7 @@ class BinaryContrastive(Advantage):
 
     name = "binary_contrastive"
     description = "+1 for successes, −p/(1−p) for failures"
-    source = "Greensmith et al. 2004; FADE (000) App. 8.7"
+    source = "Greensmith et al. 2004; FADE App. 8.7"
 
     def _compute(self, g, lengths):
         w = np.where(g.s > 0, 1.0, -_div(g.phat, g.qhat))
@@ -804,7 +846,7 @@ class PowerNorm(Advantage):
 
     name = "power_norm"
     description = "mean baseline divided by the variance to the power γ"
-    source = "Andrychowicz et al. 2021; FADE (000) App. 8.8"
+    source = "Andrychowicz et al. 2021; FADE App. 8.8"
     defaults = {"gamma": 0.5}
 
     def _validate(self, params):
@@ -829,7 +871,7 @@ class Softmax(Advantage):
 
     name = "softmax"
     description = "softmax of β·reward over the group minus the uniform weight"
-    source = "Shao et al. 2024; FADE (000) App. 8.9"
+    source = "Shao et al. 2024; FADE App. 8.9"
     defaults = {"beta": 1.0}
     erratum = ("FADE App. 8.9 prints m = (e^β−1)pq/(1+p(e^β−1)), the group sum Σ_i A_i·(±1); per rollout "
                "(our normalisation, and the paper's own B·m convention elsewhere) the masses carry a factor 1/G.")
@@ -864,7 +906,7 @@ class LogMeanExp(Advantage):
 
     name = "logmeanexp"
     description = "leave-one-out difference of log-mean-exp of the rewards"
-    source = "Jiang et al. 2025; FADE (000) App. 8.9"
+    source = "Jiang et al. 2025; FADE App. 8.9"
     kind = "asymptotic"
     defaults = {"beta": 1.0}
     min_group = 2
@@ -899,7 +941,7 @@ class ReLU(Advantage):
 
     name = "relu"
     description = "positive part of the mean-centred reward"
-    source = "Srinivasan et al. 2018; FADE (000) App. 8.11"
+    source = "Srinivasan et al. 2018; FADE App. 8.11"
 
     def _compute(self, g, lengths):
         return np.maximum(g.centered, 0.0)
@@ -917,7 +959,7 @@ class WReinforce(Advantage):
 
     name = "w_reinforce"
     description = "down-weighted positive REINFORCE: +λ / −1"
-    source = "Zhu et al. 2025; FADE (000) Fig. 2, Table 1"
+    source = "Zhu et al. 2025; FADE Fig. 2, Table 1"
     defaults = {"lam": 0.1}
 
     def _validate(self, params):
@@ -944,7 +986,7 @@ class T2T(Advantage):
 
     name = "t2t"
     description = "GRPO on a length-shaped reward (short successes, long failures)"
-    source = "T2T; FADE (000) App. 8.2, Eq. 12-14"
+    source = "T2T; FADE App. 8.2, Eq. 12-14"
     defaults = {"alpha": 0.1, "length_correct": 0.5, "length_incorrect": 0.5}
     uses_lengths = True
 
@@ -974,14 +1016,14 @@ class T2T(Advantage):
 
 @register
 class FGRPO(Advantage):
-    """F-GRPO: focal weight ``g = (1 − μ̂_pos)^γ`` times the GRPO advantage (002 Eq. 15-16).
+    """F-GRPO: focal weight ``g = (1 − μ̂_pos)^γ`` times the GRPO advantage (F-GRPO Eq. 15-16).
 
     ``m_S = m_F = q^γ·sqrt(pq)``; γ = 0 is GRPO.
     """
 
     name = "fgrpo"
     description = "GRPO scaled by the focal weight (1 - p̂)^γ"
-    source = "F-GRPO (002) Eq. 15-16"
+    source = "F-GRPO Eq. 15-16"
     defaults = {"gamma": 1.0}
 
     def _validate(self, params):
@@ -998,7 +1040,7 @@ class FGRPO(Advantage):
 
 @register
 class AGRAE(Advantage):
-    """A-GRAE (003 Eq. 11-13).  With ``A`` the GRPO advantage and p̂ the group success rate,
+    """A-GRAE (A-GRAE Eq. 11-13).  With ``A`` the GRPO advantage and p̂ the group success rate,
 
     ``A_i = ω/2·A_i/sqrt(p̂) + (1−ω)/2·A_i/sqrt(1−p̂)`` (Eq. 12), then positive advantages
     are multiplied by ``min(1, ω/α)`` (Eq. 13).  ``ω`` is the batch success rate (Eq. 11,
@@ -1012,7 +1054,7 @@ class AGRAE(Advantage):
 
     name = "agrae"
     description = "asymmetric GRAE: batch-accuracy-driven difficulty and positive attenuation"
-    source = "A-GRAE (003) Eq. 11-13"
+    source = "A-GRAE Eq. 11-13"
     defaults = {"omega": None, "alpha": 1.0}
 
     def _validate(self, params):
@@ -1046,7 +1088,7 @@ class AGRAE(Advantage):
 
 
 class _ScaledGRPO(Advantage):
-    """GRPO advantage with outcome- or difficulty-dependent rescaling (003 Table 1)."""
+    """GRPO advantage with outcome- or difficulty-dependent rescaling (A-GRAE Table 1)."""
 
     def _scale(self, g: Group) -> np.ndarray:  # pragma: no cover
         raise NotImplementedError
@@ -1061,7 +1103,7 @@ class AGRAEHard(_ScaledGRPO):
 
     name = "agrae_hard"
     description = "GRPO divided by sqrt(p̂): hard-focused control"
-    source = "A-GRAE (003) Sec. 4.1, Table 1b"
+    source = "A-GRAE Sec. 4.1, Table 1b"
     defaults = {"gamma": 0.5}
 
     def _validate(self, params):
@@ -1081,7 +1123,7 @@ class AGRAEEasy(AGRAEHard):
 
     name = "agrae_easy"
     description = "GRPO divided by sqrt(1 - p̂): easy-focused control"
-    source = "A-GRAE (003) Sec. 4.1, Table 1b"
+    source = "A-GRAE Sec. 4.1, Table 1b"
 
     def _scale(self, g):
         return self.params["gamma"] * _div(1.0, np.sqrt(g.qhat))
@@ -1096,7 +1138,7 @@ class PositiveDominant(_ScaledGRPO):
 
     name = "positive_dominant"
     description = "GRPO with positive advantages scaled up by β"
-    source = "A-GRAE (003) Sec. 4.1, Table 1a"
+    source = "A-GRAE Sec. 4.1, Table 1a"
     defaults = {"beta": 10.0}
 
     def _validate(self, params):
@@ -1118,7 +1160,7 @@ class NegativeDominant(PositiveDominant):
 
     name = "negative_dominant"
     description = "GRPO with positive advantages scaled down by β"
-    source = "A-GRAE (003) Sec. 4.1, Table 1a"
+    source = "A-GRAE Sec. 4.1, Table 1a"
 
     _power = -1
 
@@ -1127,12 +1169,12 @@ class NegativeDominant(PositiveDominant):
 class IAC(_ScaledGRPO):
     """Inverse-success advantage calibration: positive GRPO advantages times ``(G − |S⁺|)^α``.
 
-    ``m_S = sqrt(pq)·(Gq)^α``, ``m_F = sqrt(pq)`` (004 Sec. 3.1); α = 0 is GRPO.
+    ``m_S = sqrt(pq)·(Gq)^α``, ``m_F = sqrt(pq)`` (Over-Sharpening Sec. 3.1); α = 0 is GRPO.
     """
 
     name = "iac"
     description = "GRPO with positives scaled by (number of failures)^α"
-    source = "Over-sharpening (004) Sec. 3.1"
+    source = "Over-Sharpening Sec. 3.1"
     defaults = {"alpha": 1.0}
 
     def _validate(self, params):
@@ -1153,7 +1195,7 @@ class GRPON(Advantage):
     graded = True
     name = "grpo_n"
     description = "negative-only GRPO (relative negative gradients)"
-    source = "Two-stage view (001) App. B.5"
+    source = "Two-Stage App. B.5"
 
     def _compute(self, g, lengths):
         return np.minimum(g.grpo(), 0.0)
@@ -1164,15 +1206,15 @@ class GRPON(Advantage):
 
 @register
 class FADE(Advantage):
-    """FADE with fixed (α, δ): ``A_i = q̂^(α−1)·(r_i − r̄)``, divided by δ when ``r_i < r̄`` (000 Eq. 11).
+    """FADE with fixed (α, δ): ``A_i = q̂^(α−1)·(r_i − r̄)``, divided by δ when ``r_i < r̄`` (FADE Eq. 11).
 
     ``m_S = Δ·p q^α``, ``m_F = Δ·p q^α/δ``.  :class:`rlvr_theory.schedules.FADESchedule`
-    sets α and δ from EMAs of solve rate and entropy (000 Alg. 2).
+    sets α and δ from EMAs of solve rate and entropy (FADE Alg. 2).
     """
 
     name = "fade"
     description = "Power α with failures scaled by 1/δ (FADE at fixed α, δ)"
-    source = "FADE (000) Eq. 11, Alg. 2"
+    source = "FADE Eq. 11, Alg. 2"
     defaults = {"alpha": 1.0, "delta": 1.0}
 
     def _validate(self, params):
@@ -1189,7 +1231,55 @@ class FADE(Advantage):
         return m, m / k["delta"]
 
 
+@register
+class ReinforcePP(Advantage):
+    """REINFORCE++ with group baseline: ``A_i = (r_i − r̄)/σ_batch``, 0 where ``σ_batch = 0``.
+
+    ``σ_batch`` is the population standard deviation (ddof 0) of the group-centred rewards
+    ``r_i − r̄`` over the *whole* array passed (all leading axes and the group axis): the
+    global normalisation of REINFORCE++ (Hu et al. 2025) applied to a group baseline.  A
+    group without signal contributes zeros (which count in ``σ_batch``).  Batch-level.
+
+    Closed form (ours).  In a large batch of prompts that all have solve rate ``p``,
+    ``σ_batch²`` tends to the expected second moment of a group,
+    ``E[(1/G)Σ_i (r_i − r̄)²] = Δ²·E[p̂q̂] = Δ²·pq·(G−1)/G``.  A group with ``X``
+    successes has ``M_S = M_F = Δ·p̂q̂/σ_batch``, so the expectation over
+    ``X ~ Binom(G, p)`` is ``m_S = m_F = sqrt(pq·(G−1)/G)``: GRPO's ``sqrt(pq)`` shrunk by
+    ``sqrt((G−1)/G)`` and independent of the reward values (kind ``"expectation"``, in
+    that homogeneous large batch: :meth:`population_advantages`).  Given one group the
+    masses are not a function of ``p̂`` alone (they depend on the rest of the batch).
+    """
+
+    graded = True
+    name = "reinforce_pp"
+    description = "group-mean-centred reward divided by the std of those over the whole batch"
+    source = "Hu et al. 2025 (REINFORCE++), group-baseline variant"
+    kind = "expectation"
+    min_group = 2
+
+    @property
+    def batch_level(self) -> bool:
+        return True
+
+    def _compute(self, g, lengths, sigma=None):
+        c = g.centered
+        if sigma is None:
+            sigma = float(c.std()) if c.size else 0.0  # population std over all axes
+        return _div(c, sigma)
+
+    def _closed_form(self, k, d):
+        m = sp.sqrt(p * _q * (G - 1) / G)
+        return m, m
+
+    def population_advantages(self, rewards, p_values):
+        r, s = self._check_rewards(rewards)
+        g = Group(r[None], s[None], *self.reward_values)
+        pv = np.asarray(p_values, float).reshape((-1,) + (1,) * r.ndim)
+        sigma = g.delta * np.sqrt(pv * (1.0 - pv) * (g.G - 1) / g.G)
+        return self._compute(g, None, sigma=sigma)
+
+
 def iter_default() -> Iterator[Advantage]:
     """One instance of every registered family with its default parameters."""
-    for name in _REGISTRY:
+    for name in names():
         yield get(name)

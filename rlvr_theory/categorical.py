@@ -10,32 +10,36 @@ shape ``[..., K]``; leading axes broadcast.  Probabilities are computed from
 Updates (all satisfy ``Σ_i Δz_i = 0``):
 
 * :func:`logit_update` — the sampled policy-gradient step on the logits,
-  ``Δz_i = (η/N)·Σ_j A_j(δ_{i,a_j} − p_i)`` (two-stage paper (001) Lemma 1, summed over a
+  ``Δz_i = (η/N)·Σ_j A_j(δ_{i,a_j} − p_i)`` (Two-Stage Lemma 1, summed over a
   group of ``N`` draws as in its Theorem 1);
 * :func:`behaviour_update` — the same without the ``1/N``,
-  ``Δh_b = η[Σ_{j: a_j = b} A_j − C·π_b]``, ``C = Σ_j A_j`` (A-GRAE (003) Theorem 1, Eq. 6,
+  ``Δh_b = η[Σ_{j: a_j = b} A_j − C·π_b]``, ``C = Σ_j A_j`` (A-GRAE Theorem 1, Eq. 6,
   App. B.3 Eq. 29), with its cases (:func:`behaviour_cases`, Eq. 7-9 and App. B.5 Eq. 34-36);
 * :func:`expected_logit_update` — ``E[Δz_v] = η·p_v(Â_v − Σ_u p_u Â_u)`` for a fixed advantage
-  per action (001 Theorem 1); :func:`expected_group_logit_update` — the exact expectation for
+  per action (Two-Stage Theorem 1); :func:`expected_group_logit_update` — the exact expectation for
   a group-relative advantage from the registry (beyond the paper, see below);
 * :func:`surrogate_logit_update` — F-GRPO's TRPO-style surrogate step on the distinct sampled
-  support, ``Δz_i = (η/N)·p_i(R_i − S_R)`` (F-GRPO (002) Eq. 7).
+  support, ``Δz_i = (η/N)·p_i(R_i − S_R)`` (F-GRPO Eq. 7).
 
 Mass changes:
 
 * :func:`probability_change`, :func:`subset_mass_change` — the first-order softmax expansion
   ``Δp_i = p_i(Δz_i − Σ_j p_jΔz_j)`` and the subset-mass identity
-  ``ΔQ_S = Σ_{i∈S} p_iΔz_i − Q_S·Σ_j p_jΔz_j`` (002 App. C, Eq. 20-21);
-* :func:`delta_q_pos` — ``ΔQ_pos`` of the total correct mass (002 Eq. 8);
+  ``ΔQ_S = Σ_{i∈S} p_iΔz_i − Q_S·Σ_j p_jΔz_j`` (F-GRPO App. C, Eq. 20-21);
+* :func:`delta_q_pos` — ``ΔQ_pos`` of the total correct mass (F-GRPO Eq. 8);
   :func:`delta_q_unsampled_pos` — ``ΔQ_u,pos`` of the unsampled correct mass
-  (002 Prop. 3.2, Eq. 13, App. D-E), both with their terms;
+  (F-GRPO Prop. 3.2, Eq. 13, App. D-E), both with their terms;
 * :func:`exact_probability_change`, :func:`exact_subset_mass_change` — the exact change
   ``softmax(z + Δz) − softmax(z)``, computed as ``p_i·expm1(Δz_i − Δlse)`` with
   ``Δlse = log Σ_j p_j e^{Δz_j}``, so that it keeps full relative precision for tiny steps
   (the naive difference of two probabilities loses it).  These are the references against
-  which the tests check every first-order formula.
+  which the tests check every first-order formula; :func:`log_partition_change` gives
+  ``Δlse`` itself (used by :func:`rlvr_theory.entropy.exact_change`).
 
-Exact expectation for group-relative advantages.  001 Theorem 1 treats ``Â(v)`` as a fixed
+Argument checks use :mod:`rlvr_theory.checks`; :func:`check_like` (an array over the
+actions of given logits) is shared with :mod:`rlvr_theory.entropy`.
+
+Exact expectation for group-relative advantages.  Two-Stage Theorem 1 treats ``Â(v)`` as a fixed
 function of the action.  With a group-relative advantage (GRPO, ...) ``A_j`` depends on the
 whole group; the expectation of :func:`logit_update` is still of the Theorem-1 form, exactly,
 with ``Â_v`` replaced by the *effective advantage* ``ā_v = E[A_1 | a_1 = v]`` (a short proof is
@@ -52,13 +56,15 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import special
 
-from . import advantages as _adv
+from . import checks
 from . import masses as _masses
 from .advantages import Advantage
 
 __all__ = [
     "log_softmax",
     "softmax",
+    "log_partition_change",
+    "check_like",
     "sample_actions",
     "action_counts",
     "advantage_per_action",
@@ -84,89 +90,81 @@ __all__ = [
 
 
 # ----------------------------------------------------------------- checks
-def _check_z(z: Any) -> np.ndarray:
-    try:
-        arr = np.asarray(z, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError("z must be an array [..., K] of finite logits (K >= 1)") from None
-    if arr.ndim == 0 or arr.shape[-1] < 1 or not np.all(np.isfinite(arr)):
-        raise ValueError(f"z must be an array [..., K] of finite logits (K >= 1), got shape {arr.shape}"
-                         + ("" if arr.ndim == 0 or np.all(np.isfinite(arr)) else " with non-finite entries"))
-    return arr
-
-
-def _check_eta(eta: Any) -> np.ndarray:
-    """eta as an array with a trailing axis of length 1 (it multiplies [..., K] arrays)."""
-    try:
-        arr = np.asarray(eta, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError("eta must be a finite number (or an array over the batch axes)") from None
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"eta must be a finite number (or an array over the batch axes), got {eta!r}")
-    return arr[..., None]
-
-
-def _check_like(name: str, x: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
-    """A finite float array whose last axis has length shape[-1] and that broadcasts with shape."""
-    try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be {what}") from None
-    if arr.ndim == 0 or arr.shape[-1] != shape[-1] or not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be {what} (last axis of length {shape[-1]}), got shape {arr.shape}")
+def _fits(name: str, arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``arr`` if its last axis has length ``shape[-1]`` and it broadcasts with ``shape``."""
+    if arr.shape[-1] != shape[-1]:
+        raise ValueError(f"{name} must have a last axis of length {shape[-1]}, got shape {arr.shape}")
     try:
         np.broadcast_shapes(arr.shape, shape)
     except ValueError:
         raise ValueError(f"{name} must broadcast with shape {shape}, got shape {arr.shape}") from None
     return arr
+
+
+def _check_z(z: Any) -> np.ndarray:
+    """Logits: a finite array ``[..., K]`` with ``K >= 1``."""
+    arr = checks.array("z", z, min_ndim=1)
+    if arr.shape[-1] < 1:
+        raise ValueError(f"z must be an array [..., K] of logits with K >= 1, got shape {arr.shape}")
+    return arr
+
+
+def _eta(eta: Any) -> np.ndarray:
+    """eta as an array with a trailing axis of length 1 (it multiplies [..., K] arrays)."""
+    return checks.array("eta", eta)[..., None]
+
+
+def check_like(name: str, x: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``x`` as a finite float array ``[..., K]`` over the same actions as an array of ``shape``.
+
+    The last axis must have length ``K = shape[-1]`` and the leading axes must broadcast
+    with those of ``shape`` (e.g. an advantage per action for logits of shape ``shape``).
+    Otherwise ``ValueError`` naming ``name``.  Used by :mod:`rlvr_theory.entropy` too.
+
+    Examples
+    --------
+    >>> check_like("A", [1, 0, 2], (5, 3))
+    array([1., 0., 2.])
+    >>> check_like("A", [1, 0], (5, 3))
+    Traceback (most recent call last):
+    ...
+    ValueError: A must have a last axis of length 3, got shape (2,)
+    """
+    return _fits(name, checks.array(name, x, min_ndim=1), shape)
 
 
 def _check_mask(name: str, mask: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A boolean (or 0/1) mask ``[..., K]`` over the actions."""
     arr = np.asarray(mask)
     if arr.dtype != bool:
-        if arr.ndim == 0 or not np.issubdtype(arr.dtype, np.number) or not np.all(np.isin(arr, (0, 1))):
-            raise ValueError(f"{name} must be a boolean (or 0/1) mask [..., K] over the actions")
-        arr = arr.astype(bool)
-    if arr.ndim == 0 or arr.shape[-1] != shape[-1]:
-        raise ValueError(f"{name} must be a boolean mask [..., K] with K = {shape[-1]}, got shape {arr.shape}")
-    try:
-        np.broadcast_shapes(arr.shape, shape)
-    except ValueError:
-        raise ValueError(f"{name} must broadcast with shape {shape}, got shape {arr.shape}") from None
-    return arr
+        arr = checks.array(name, mask, min_ndim=1, low=0, high=1, integer=True).astype(bool)
+    elif arr.ndim == 0:
+        raise ValueError(f"{name} must be a boolean mask [..., K] over the actions, got a single value")
+    return _fits(name, arr, shape)
 
 
 def _check_counts(counts: Any, shape: tuple[int, ...]) -> np.ndarray:
-    arr = np.asarray(counts)
-    if (arr.ndim == 0 or arr.shape[-1] != shape[-1] or not np.issubdtype(arr.dtype, np.number)
-            or not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr != np.round(arr))):
-        raise ValueError(f"counts must be non-negative integers [..., K] with K = {shape[-1]}, "
-                         f"got shape {arr.shape}")
-    try:
-        np.broadcast_shapes(arr.shape, shape)
-    except ValueError:
-        raise ValueError(f"counts must broadcast with shape {shape}, got shape {arr.shape}") from None
+    """Draw counts: integers >= 0 ``[..., K]`` with at least one draw per configuration."""
+    arr = _fits("counts", checks.array("counts", counts, min_ndim=1, low=0, integer=True), shape)
     if np.any(arr.sum(-1) < 1):
         raise ValueError("counts must hold at least one draw (N >= 1) in every configuration")
-    return arr.astype(float)
-
-
-def _check_actions(actions: Any, K: int) -> np.ndarray:
-    arr = np.asarray(actions)
-    if (arr.ndim == 0 or arr.shape[-1] < 1 or not np.issubdtype(arr.dtype, np.integer)
-            or np.any(arr < 0) or np.any(arr >= K)):
-        raise ValueError(f"actions must be integers in [0, K) = [0, {K}) with shape [..., N], N >= 1")
     return arr
 
 
+def _check_actions(actions: Any, K: int) -> np.ndarray:
+    """Sampled actions: integers in ``[0, K)`` with shape ``[..., N]``, ``N >= 1``."""
+    arr = checks.array("actions", actions, min_ndim=1, low=0, high=K - 1, integer=True)
+    if arr.shape[-1] < 1:
+        raise ValueError(f"actions must have shape [..., N] with N >= 1 draws, got shape {arr.shape}")
+    return arr.astype(np.int64)
+
+
 def _check_rv(reward_values: Any) -> tuple[float, float]:
-    try:
-        rw, rc = (float(v) for v in reward_values)
-    except (TypeError, ValueError):
-        raise ValueError(f"reward_values must be a pair (R_w, R_c) of finite numbers, got {reward_values!r}") from None
-    if not (np.isfinite(rw) and np.isfinite(rc)):
+    """The pair ``(R_w, R_c)`` of finite rewards."""
+    rv = checks.array("reward_values", reward_values, ndim=1)
+    if rv.shape != (2,):
         raise ValueError(f"reward_values must be a pair (R_w, R_c) of finite numbers, got {reward_values!r}")
-    return rw, rc
+    return float(rv[0]), float(rv[1])
 
 
 # ---------------------------------------------------------------- softmax
@@ -190,6 +188,29 @@ def _delta_lse(p: np.ndarray, logp: np.ndarray, dz: np.ndarray) -> np.ndarray:
     return np.where(ok & np.isfinite(small), small, large)
 
 
+def log_partition_change(z: Any, dz: Any) -> np.ndarray:
+    """``Δlse = logsumexp(z + Δz) − logsumexp(z) = log Σ_j p_j e^{Δz_j}`` along the last axis.
+
+    The change of the log-partition function of ``softmax(z)`` under the logit step ``dz``
+    (shape ``[..., K]``), computed as ``log1p(Σ_j p_j·expm1(Δz_j))`` where every
+    ``|Δz_j| <= 1`` (full relative precision for tiny steps, where the difference of two
+    ``logsumexp`` loses it) and by ``logsumexp`` otherwise.  Then
+    ``softmax(z + Δz)_i = p_i·e^{Δz_i − Δlse}`` (:func:`exact_probability_change`).
+    Returns ``[...]``.
+
+    Examples
+    --------
+    >>> z = np.log([0.5, 0.25, 0.25])
+    >>> float(log_partition_change(z, [1e-9, 0.0, 0.0]))   # = log(1 + 0.5·expm1(1e-9))
+    5e-10
+    >>> float(log_partition_change(z, [np.log(2), 0.0, 0.0]))   # log 1.5
+    0.4054651081081644
+    """
+    logp = log_softmax(z)
+    d = _dz_like(dz, logp.shape)
+    return _delta_lse(np.exp(logp), logp, d)[..., 0]
+
+
 # ---------------------------------------------------------------- sampling
 def sample_actions(z: Any, N: int, rng: np.random.Generator) -> np.ndarray:
     """``N`` i.i.d. draws from ``softmax(z)`` per configuration: integer array ``[..., N]``.
@@ -199,25 +220,23 @@ def sample_actions(z: Any, N: int, rng: np.random.Generator) -> np.ndarray:
     caller).  Randomness only from ``rng`` (a ``numpy.random.Generator``).
     """
     logp = log_softmax(z)
-    if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
-        raise ValueError(f"N must be an integer >= 1, got {N!r}")
+    N = checks.integer("N", N, low=1)
     if not isinstance(rng, np.random.Generator):
         raise ValueError("rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(0))")
     p = np.exp(logp)
     p /= p.sum(-1, keepdims=True)
     K = p.shape[-1]
     flat = p.reshape(-1, K)
-    counts = rng.multinomial(int(N), flat)
-    idx = np.repeat(np.tile(np.arange(K), flat.shape[0]), counts.ravel()).reshape(flat.shape[0], int(N))
-    return rng.permuted(idx, axis=-1).reshape(p.shape[:-1] + (int(N),))
+    counts = rng.multinomial(N, flat)
+    idx = np.repeat(np.tile(np.arange(K), flat.shape[0]), counts.ravel()).reshape(flat.shape[0], N)
+    return rng.permuted(idx, axis=-1).reshape(p.shape[:-1] + (N,))
 
 
 def action_counts(actions: Any, K: int) -> np.ndarray:
     """How often each of the ``K`` actions was drawn: ``counts[..., i] = Σ_j δ_{i,a_j}``."""
-    if isinstance(K, bool) or not isinstance(K, (int, np.integer)) or K < 1:
-        raise ValueError(f"K must be an integer >= 1, got {K!r}")
-    a = _check_actions(actions, int(K))
-    return advantage_per_action(a, np.ones(a.shape), int(K)).astype(np.int64)
+    K = checks.integer("K", K, low=1)
+    a = _check_actions(actions, K)
+    return advantage_per_action(a, np.ones(a.shape), K).astype(np.int64)
 
 
 def advantage_per_action(actions: Any, advantages: Any, K: int) -> np.ndarray:
@@ -227,10 +246,9 @@ def advantage_per_action(actions: Any, advantages: Any, K: int) -> np.ndarray:
     broadcasting leading axes; the result has shape ``[..., K]``.  One ``np.bincount`` over
     the flattened batch (no loop over samples or actions).
     """
+    K = checks.integer("K", K, low=1)
     a = _check_actions(actions, K)
-    A = np.asarray(advantages, dtype=float)
-    if A.ndim == 0 or not np.all(np.isfinite(A)):
-        raise ValueError("advantages must be a finite array [..., N] matching actions")
+    A = checks.array("advantages", advantages, min_ndim=1)
     try:
         a, A = np.broadcast_arrays(a, A)
     except ValueError:
@@ -244,7 +262,7 @@ def advantage_per_action(actions: Any, advantages: Any, K: int) -> np.ndarray:
 # ----------------------------------------------------------------- updates
 def _sampled_update(z: Any, actions: Any, advantages: Any, eta: Any, per_draw: bool) -> np.ndarray:
     logp = log_softmax(z)
-    e = _check_eta(eta)
+    e = _eta(eta)
     S = advantage_per_action(actions, advantages, logp.shape[-1])
     A = np.broadcast_arrays(np.asarray(actions), np.asarray(advantages, dtype=float))[1]
     C = A.sum(-1, keepdims=True)
@@ -257,7 +275,7 @@ def logit_update(z: Any, actions: Any, advantages: Any, eta: Any) -> np.ndarray:
 
     ``Δz_i = (η/N)·Σ_{j=1}^{N} A_j·(δ_{i,a_j} − p_i)``: each draw ``a_j`` with advantage
     ``A_j`` raises its own logit by ``η A_j(1 − p_{a_j})/N`` and moves every other logit by
-    ``−η A_j p_i/N`` (two-stage paper (001) Lemma 1, App. B.2; averaged over the group as in
+    ``−η A_j p_i/N`` (Two-Stage Lemma 1, App. B.2; averaged over the group as in
     its Theorem 1).  ``Σ_i Δz_i = 0``.
 
     Parameters
@@ -275,15 +293,22 @@ def logit_update(z: Any, actions: Any, advantages: Any, eta: Any) -> np.ndarray:
     -------
     ndarray [..., K]
         ``Δz``.  :func:`behaviour_update` is ``N`` times this.
+
+    Examples
+    --------
+    >>> from rlvr_theory import categorical
+    >>> z = np.zeros(4)  # uniform over 4 actions
+    >>> categorical.logit_update(z, [0, 1, 2], [1.0, 0.5, -1.5], eta=0.1)  # sums to 0
+    array([ 0.03333333,  0.01666667, -0.05      ,  0.        ])
     """
     return _sampled_update(z, actions, advantages, eta, per_draw=True)
 
 
 def behaviour_update(z: Any, actions: Any, advantages: Any, eta: Any) -> np.ndarray:
-    """The logit update in behaviour space, ``Δh_b = η·[1(b ∈ G)·A_b − C·π_b]`` (A-GRAE (003)
+    """The logit update in behaviour space, ``Δh_b = η·[1(b ∈ G)·A_b − C·π_b]`` (A-GRAE
     Theorem 1, Eq. 6; proof App. B.3, Eq. 29), with ``C = Σ_{j∈G} A_j`` the group's advantage sum.
 
-    The objective is ``J(h) = Σ_{j∈G} A_j log π_{a_j}(h)`` (003 Eq. 24); a behaviour drawn more
+    The objective is ``J(h) = Σ_{j∈G} A_j log π_{a_j}(h)`` (A-GRAE Eq. 24); a behaviour drawn more
     than once contributes the sum of its draws' advantages (the Kronecker sum of Eq. 26-27,
     which Eq. 6 writes as ``1(b ∈ G)·A_b``).  Equal to ``N·`` :func:`logit_update`.  The cases
     of :func:`behaviour_cases`: for ``C = 0`` (GRPO) a sampled positive moves by ``ηA_pos``, a
@@ -296,10 +321,10 @@ def behaviour_update(z: Any, actions: Any, advantages: Any, eta: Any) -> np.ndar
 
 
 def behaviour_cases(actions: Any, correct: Any, K: int | None = None) -> np.ndarray:
-    """The case of each behaviour in A-GRAE (003) Theorem 1 (Eq. 7-9, 34-36).
+    """The case of each behaviour in A-GRAE Theorem 1 (Eq. 7-9, 34-36).
 
     Returns a string array ``[..., K]`` with ``"sampled_positive"`` (drawn and correct,
-    003's ``G_pos``), ``"sampled_negative"`` (drawn and incorrect, ``G_neg``) and
+    A-GRAE's ``G_pos``), ``"sampled_negative"`` (drawn and incorrect, ``G_neg``) and
     ``"unsampled"`` (``U``).  ``correct`` is a boolean mask ``[..., K]``; ``K`` defaults to
     its last axis.
     """
@@ -307,8 +332,9 @@ def behaviour_cases(actions: Any, correct: Any, K: int | None = None) -> np.ndar
     K = mask.shape[-1] if K is None and mask.ndim else K
     if K is None:
         raise ValueError("correct must be a boolean mask [..., K] over the actions")
-    mask = _check_mask("correct", mask, (int(K),))
-    sampled = action_counts(actions, int(K)) > 0
+    K = checks.integer("K", K, low=1)
+    mask = _check_mask("correct", mask, (K,))
+    sampled = action_counts(actions, K) > 0
     return np.where(sampled, np.where(mask, "sampled_positive", "sampled_negative"), "unsampled")
 
 
@@ -327,7 +353,7 @@ def group_logit_update(z: Any, actions: Any, correct: Any, adv: Advantage | str,
 
     Draw ``j`` gets reward ``R_c`` if ``correct[a_j]`` else ``R_w`` (``adv.reward_values``),
     the group (last axis of ``actions``) gets advantages ``adv(rewards)``, and
-    ``Δz = (η/N)·Σ_j A_j(e_{a_j} − p)`` (001 Lemma 1 with the registry's advantage).
+    ``Δz = (η/N)·Σ_j A_j(e_{a_j} − p)`` (Two-Stage Lemma 1 with the registry's advantage).
     Group-level families only: a batch-level one (A-GRAE without ``omega``) would read
     the batch axes of ``actions`` as one batch.
     """
@@ -341,17 +367,14 @@ def group_logit_update(z: Any, actions: Any, correct: Any, adv: Advantage | str,
 
 
 def _group_adv(adv: Advantage | str) -> Advantage:
-    if isinstance(adv, str):
-        adv = _adv.get(adv)
-    if not isinstance(adv, Advantage):
-        raise ValueError(f"adv must be an Advantage or a registered name, got {type(adv).__name__}")
+    adv = _masses.as_advantage(adv)
     if adv.batch_level:
-        raise ValueError(f"adv must be a group-level advantage; {adv!r} is batch-level (give it omega=...)")
+        raise ValueError(f"adv must be a group-level advantage; {adv!r} is batch-level (batch-level advantages depend on the other prompts of the batch)")
     return adv
 
 
 def expected_logit_update(z: Any, action_advantage: Any, eta: Any) -> np.ndarray:
-    """Expected logit update for a fixed advantage per action (two-stage paper (001) Theorem 1).
+    """Expected logit update for a fixed advantage per action (Two-Stage Theorem 1).
 
     ``E[Δz_v] = η·p_v[(1 − p_v)Â_v − Σ_{u≠v} p_u Â_u] = η·p_v(Â_v − Σ_u p_u Â_u)``:
     the expectation of :func:`logit_update` when the ``N`` draws are i.i.d. from ``p`` and
@@ -360,10 +383,10 @@ def expected_logit_update(z: Any, action_advantage: Any, eta: Any) -> np.ndarray
     For group-relative advantages use :func:`expected_group_logit_update`.
     """
     logp = log_softmax(z)
-    A = _check_like("action_advantage", action_advantage, logp.shape, "a finite array [..., K]")
+    A = check_like("action_advantage", action_advantage, logp.shape)
     p = np.exp(logp)
     mean = np.sum(p * A, axis=-1, keepdims=True)
-    return _check_eta(eta) * p * (A - mean)
+    return _eta(eta) * p * (A - mean)
 
 
 def _binom_pmf(q_pos: np.ndarray, q_neg: np.ndarray, n: int) -> np.ndarray:
@@ -388,7 +411,7 @@ def effective_advantage(z: Any, correct: Any, adv: Advantage | str, G: int) -> n
     with ``A_success(x)``, ``A_failure(x)`` the advantages in a group with ``x`` successes
     (:func:`rlvr_theory.masses.outcome_advantages`).  Then ``E[(1/G)Σ_j A_j δ_{v,a_j}] = p_v ā_v``
     and ``E[(1/G)Σ_j A_j] = Σ_u p_u ā_u = m_S − m_F`` (exact masses at ``Q_pos``), so the expected
-    :func:`logit_update` is 001 Theorem 1 with ``Â = ā`` — exactly, for every ``G``.
+    :func:`logit_update` is Two-Stage Theorem 1 with ``Â = ā`` — exactly, for every ``G``.
     Returns an array ``[..., K]`` (beyond the papers; derivation ours).
     """
     adv = _group_adv(adv)
@@ -410,18 +433,18 @@ def expected_group_logit_update(z: Any, correct: Any, adv: Advantage | str, G: i
     """Exact expectation of :func:`group_logit_update` over groups of ``G`` i.i.d. draws.
 
     ``E[Δz_v] = η·p_v(ā_v − Σ_u p_u ā_u)`` with the effective advantage ``ā`` of
-    :func:`effective_advantage`: 001 Theorem 1, made exact for group-relative advantages.
+    :func:`effective_advantage`: Two-Stage Theorem 1, made exact for group-relative advantages.
     """
     return expected_logit_update(z, effective_advantage(z, correct, adv, G), eta)
 
 
 # ----------------------------------------------------------- mass changes
 def _dz_like(dz: Any, shape: tuple[int, ...]) -> np.ndarray:
-    return _check_like("dz", dz, shape, "a finite array [..., K] of logit changes")
+    return check_like("dz", dz, shape)
 
 
 def probability_change(z: Any, dz: Any) -> np.ndarray:
-    """First-order probability change ``Δp_i = p_i(Δz_i − Σ_j p_jΔz_j)`` (F-GRPO (002) App. C,
+    """First-order probability change ``Δp_i = p_i(Δz_i − Σ_j p_jΔz_j)`` (F-GRPO App. C,
     Eq. 20, from the softmax Jacobian ``∂p_i/∂z_j = p_i(δ_ij − p_j)``)."""
     logp = log_softmax(z)
     d = _dz_like(dz, logp.shape)
@@ -430,7 +453,7 @@ def probability_change(z: Any, dz: Any) -> np.ndarray:
 
 
 def subset_mass_change(z: Any, dz: Any, subset: Any) -> np.ndarray:
-    """Subset-mass identity ``ΔQ_S = Σ_{i∈S} p_iΔz_i − Q_S·Σ_j p_jΔz_j`` (002 App. C, Eq. 21).
+    """Subset-mass identity ``ΔQ_S = Σ_{i∈S} p_iΔz_i − Q_S·Σ_j p_jΔz_j`` (F-GRPO App. C, Eq. 21).
 
     First order in ``Δz``; ``subset`` is a boolean mask ``[..., K]``.  Returns ``[...]``.
     """
@@ -460,14 +483,14 @@ def exact_subset_mass_change(z: Any, dz: Any, subset: Any) -> np.ndarray:
     return np.sum(np.where(s, exact_probability_change(zz, dz), 0.0), axis=-1)
 
 
-# --------------------------------------------------- F-GRPO (002) Sec. 2.3
+# --------------------------------------------------- F-GRPO Sec. 2.3
 class SampleMoments(NamedTuple):
-    """Masses and second moments of one batch of ``N`` draws (F-GRPO (002) Sec. 2.3, Eq. 6).
+    """Masses and second moments of one batch of ``N`` draws (F-GRPO Sec. 2.3, Eq. 6).
 
     ``Q_pos``, ``Q_neg``: total correct / incorrect mass; ``P_pos``, ``P_neg``: mass of the
     distinct sampled correct (``A``) / incorrect (``B``) actions; ``A2 = Σ_{i∈A} p_i²``,
     ``B2 = Σ_{i∈B} p_i²``; ``U_pos2``, ``U_neg2``: ``Σ p_i²`` over unsampled correct /
-    incorrect actions; ``Q_u_pos``: unsampled correct mass (002 Eq. 12); ``S_R = R_c P_pos +
+    incorrect actions; ``Q_u_pos``: unsampled correct mass (F-GRPO Eq. 12); ``S_R = R_c P_pos +
     R_w P_neg`` the batch baseline; ``N`` the number of draws.  Arrays over the batch axes.
     """
 
@@ -485,10 +508,10 @@ class SampleMoments(NamedTuple):
 
 
 def sample_moments(z: Any, correct: Any, counts: Any, reward_values: Any = (0.0, 1.0)) -> SampleMoments:
-    """The quantities of F-GRPO (002) Sec. 2.3 for logits ``z``, correct mask and draw counts.
+    """The quantities of F-GRPO Sec. 2.3 for logits ``z``, correct mask and draw counts.
 
     ``counts[..., i]`` is how often action ``i`` was drawn (:func:`action_counts`); an action
-    is *sampled* when its count is positive.  ``reward_values = (R_w, R_c)`` (002 Eq. 1).
+    is *sampled* when its count is positive.  ``reward_values = (R_w, R_c)`` (F-GRPO Eq. 1).
     """
     logp = log_softmax(z)
     c = _check_mask("correct", correct, logp.shape)
@@ -510,7 +533,7 @@ def sample_moments(z: Any, correct: Any, counts: Any, reward_values: Any = (0.0,
 
 def surrogate_logit_update(z: Any, correct: Any, counts: Any, eta: Any,
                            reward_values: Any = (0.0, 1.0)) -> np.ndarray:
-    """F-GRPO's one-step logit update of the TRPO-style linear surrogate (002 Eq. 7).
+    """F-GRPO's one-step logit update of the TRPO-style linear surrogate (F-GRPO Eq. 7).
 
     ``Δz_i = (η/N)·p_i(R_i − S_R)`` with ``R_i = R_c`` for sampled correct, ``R_w`` for
     sampled incorrect and ``0`` for unsampled actions, and ``S_R = Σ_i p_i R_i =
@@ -522,7 +545,7 @@ def surrogate_logit_update(z: Any, correct: Any, counts: Any, eta: Any,
     c = _check_mask("correct", correct, logp.shape)
     n = _check_counts(counts, logp.shape)
     rw, rc = _check_rv(reward_values)
-    e = _check_eta(eta)
+    e = _eta(eta)
     p = np.exp(logp)
     R = np.where(n > 0, np.where(c, rc, rw), 0.0)
     S_R = np.sum(p * R, axis=-1, keepdims=True)
@@ -530,7 +553,7 @@ def surrogate_logit_update(z: Any, correct: Any, counts: Any, eta: Any,
 
 
 class QPosChange(NamedTuple):
-    """``ΔQ_pos`` of 002 Eq. 8 and its three terms (each includes the factor ``η/N``)."""
+    """``ΔQ_pos`` of F-GRPO Eq. 8 and its three terms (each includes the factor ``η/N``)."""
 
     total: np.ndarray
     sampled_correct: np.ndarray    # (η/N)(R_c − S_R) Q_neg A2  >= 0
@@ -539,17 +562,27 @@ class QPosChange(NamedTuple):
 
 
 def delta_q_pos(z: Any, correct: Any, counts: Any, eta: Any, reward_values: Any = (0.0, 1.0)) -> QPosChange:
-    """First-order change of the total correct mass under the surrogate step (002 Eq. 8).
+    """First-order change of the total correct mass under the surrogate step (F-GRPO Eq. 8).
 
     ``ΔQ_pos = (η/N)[(R_c − S_R)Q_neg A2 + (S_R − R_w)Q_pos B2 + S_R(Q_pos U_neg2 − Q_neg U_pos2)]``
 
-    (Hu et al. 2025 via 002 Sec. 2.3; it is the subset-mass identity, Eq. 21, with
+    (Hu et al. 2025 via F-GRPO Sec. 2.3; it is the subset-mass identity, Eq. 21, with
     ``S = P`` applied to :func:`surrogate_logit_update`).  Returns :class:`QPosChange`
     over the batch axes.
+
+    Examples
+    --------
+    >>> from rlvr_theory import categorical
+    >>> z = np.log([0.4, 0.1, 0.3, 0.2])
+    >>> correct = [True, True, False, False]
+    >>> counts = [2, 0, 1, 0]  # action 0 drawn twice, action 2 once
+    >>> d = categorical.delta_q_pos(z, correct, counts, eta=0.1)
+    >>> round(float(d.total), 6), round(float(d.unsampled_coupling), 6)
+    (0.0024, 0.0002)
     """
     m = sample_moments(z, correct, counts, reward_values)
     rw, rc = _check_rv(reward_values)
-    k = _check_eta(eta)[..., 0] / m.N
+    k = checks.array("eta", eta) / m.N
     a = k * (rc - m.S_R) * m.Q_neg * m.A2
     b = k * (m.S_R - rw) * m.Q_pos * m.B2
     u = k * m.S_R * (m.Q_pos * m.U_neg2 - m.Q_neg * m.U_pos2)
@@ -557,7 +590,7 @@ def delta_q_pos(z: Any, correct: Any, counts: Any, eta: Any, reward_values: Any 
 
 
 class QUnsampledPosChange(NamedTuple):
-    """``ΔQ_u,pos`` of 002 Prop. 3.2 (Eq. 13) and its two terms (each includes ``η/N``)."""
+    """``ΔQ_u,pos`` of F-GRPO Prop. 3.2 (Eq. 13) and its two terms (each includes ``η/N``)."""
 
     total: np.ndarray
     direct_drift: np.ndarray           # −(η/N) S_R U_pos2
@@ -566,16 +599,16 @@ class QUnsampledPosChange(NamedTuple):
 
 def delta_q_unsampled_pos(z: Any, correct: Any, counts: Any, eta: Any,
                           reward_values: Any = (0.0, 1.0)) -> QUnsampledPosChange:
-    """First-order change of the unsampled correct mass ``Q_u,pos`` (002 Prop. 3.2, Eq. 13).
+    """First-order change of the unsampled correct mass ``Q_u,pos`` (F-GRPO Prop. 3.2, Eq. 13).
 
     ``ΔQ_u,pos = (η/N)[−S_R U_pos2 − Q_u,pos((R_c − S_R)A2 + (R_w − S_R)B2 − S_R U2)]``,
-    ``U2 = U_pos2 + U_neg2`` (proof 002 App. D: Eq. 21 with ``S = U ∩ P``; the set of
+    ``U2 = U_pos2 + U_neg2`` (proof F-GRPO App. D: Eq. 21 with ``S = U ∩ P``; the set of
     unsampled correct actions is held fixed, it is the one of this batch).  Returns
     :class:`QUnsampledPosChange` over the batch axes.
     """
     m = sample_moments(z, correct, counts, reward_values)
     rw, rc = _check_rv(reward_values)
-    k = _check_eta(eta)[..., 0] / m.N
+    k = checks.array("eta", eta) / m.N
     direct = -k * m.S_R * m.U_pos2
     coupling = -k * m.Q_u_pos * ((rc - m.S_R) * m.A2 + (rw - m.S_R) * m.B2 - m.S_R * (m.U_pos2 + m.U_neg2))
     return QUnsampledPosChange(direct + coupling, direct, coupling)

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -123,21 +124,33 @@ def probability(name: str, value: Any, *, low_open: bool = False, high_open: boo
     return number(name, value, 0.0, 1.0, low_open=low_open, high_open=high_open)
 
 
+def _same(a: Any, value: Any) -> bool:
+    """``value`` matches the allowed entry ``a``: a bool only a bool (numpy's too), never ``1 == True``."""
+    a_bool, v_bool = isinstance(a, (bool, np.bool_)), isinstance(value, (bool, np.bool_))
+    if a_bool or v_bool:
+        return a_bool and v_bool and bool(a) == bool(value)
+    try:
+        return bool(a == value)
+    except (TypeError, ValueError):  # incomparable, or an array (ambiguous truth value)
+        return False
+
+
 def choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
-    """``value`` if it is one of ``allowed``; otherwise a message listing them.
+    """The entry of ``allowed`` equal to ``value``; otherwise a message listing them.
+
+    The entry is returned, so ``0.0`` gives ``0`` for ``allowed=(0, 1)`` and ``numpy.True_``
+    gives ``True``; a bool matches only a bool (``1`` is not ``True``).
 
     >>> choice("format", "csv", ("markdown", "csv"))
     'csv'
+    >>> choice("ddof", np.float64(1.0), (0, 1))
+    1
     """
     allowed = tuple(allowed)
-    try:
-        ok = value in allowed and not isinstance(value, (bool, np.bool_)) or \
-            (isinstance(value, (bool, np.bool_)) and any(a is value for a in allowed))
-    except TypeError:  # unhashable or incomparable
-        ok = False
-    if not ok:
-        raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}")
-    return value
+    for a in allowed:
+        if _same(a, value):
+            return a
+    raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}")
 
 
 def array(name: str, x: Any, *, ndim: int | None = None, min_ndim: int = 0, low: float | None = None,
@@ -148,8 +161,13 @@ def array(name: str, x: Any, *, ndim: int | None = None, min_ndim: int = 0, low:
     >>> array("N", [1, 2.0, 4], integer=True, low=1)
     array([1., 2., 4.])
     """
-    if isinstance(x, (bool, np.bool_)) or (isinstance(x, np.ndarray) and x.dtype == bool):
-        raise ValueError(f"{name} must be a numeric array, got booleans")
+    try:
+        raw = np.asarray(x)
+    except (TypeError, ValueError):  # ragged nesting
+        raw = None
+    if raw is not None and (raw.dtype == bool or raw.dtype.kind in "USV"):
+        what = "booleans" if raw.dtype == bool else "text"
+        raise ValueError(f"{name} must be a numeric array, got {what}")
     try:
         a = np.asarray(x, dtype=float)
     except (TypeError, ValueError):
@@ -171,7 +189,7 @@ def array(name: str, x: Any, *, ndim: int | None = None, min_ndim: int = 0, low:
     if np.any(bad):
         rng = range_text(low, high, low_open=low_open, high_open=high_open)
         what = ("integers" if integer else ("numbers" if allow_inf else "finite numbers")) + (" " + rng if rng else "")
-        first = a[bad].flat[0]
+        first = a[bad].flat[0].item()  # a Python float: the message shows 2.5, not np.float64(2.5)
         raise ValueError(f"{name} must contain only {what}, got {first!r}")
     return a
 

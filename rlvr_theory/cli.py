@@ -1,77 +1,47 @@
-"""Command line: ``rlvr-theory list | masses | table`` (also ``python -m rlvr_theory``).
+"""Command line: ``rlvr-theory list | masses | table | tail-miss`` (also ``python -m rlvr_theory``).
+
+Built on :mod:`rlvr_theory.runner` (errors exit 2 naming the flag, Ctrl-C exits 130, a
+closed pipe ends quietly) and :mod:`rlvr_theory.serialize` (strict JSON: NaN is ``null``,
+``±inf`` the strings ``"inf"``/``"-inf"``; table cells through ``fmt_number``).
 
 Examples::
 
     rlvr-theory list
     rlvr-theory masses --advantage asym_grpo --param delta=0.5 --p 0.3 --G 8 --json
     rlvr-theory table --p 0.3 --p 0.5 --G 8 --format markdown
+    rlvr-theory table --advantage grpo --advantage asym_grpo --param delta=0.5 --p 0.3
+    rlvr-theory tail-miss --mu 0.64 --tau 6.3e-5 --N 1024 131072 --peak --json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import math
-import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from . import advantages, masses
+from . import advantages, masses, runner
+from .serialize import dumps, fmt_number
 
-__all__ = ["main", "parse_param", "format_frame", "json_safe"]
+__all__ = ["main", "main_exit", "build_parser", "format_frame"]
 
-
-def parse_param(text: str) -> tuple[str, Any]:
-    """``"delta=0.5"`` -> ``("delta", 0.5)``; values are int, float, true/false or none."""
-    if "=" not in text:
-        raise ValueError(f"--param must look like NAME=VALUE, got {text!r}")
-    key, raw = (s.strip() for s in text.split("=", 1))
-    low = raw.lower()
-    if low in ("true", "false"):
-        return key, low == "true"
-    if low in ("none", "null"):
-        return key, None
-    try:
-        return key, int(raw)
-    except ValueError:
-        pass
-    try:
-        return key, float(raw)
-    except ValueError:
-        raise ValueError(f"--param {key}: value must be a number, true/false or none, got {raw!r}") from None
-
-
-def json_safe(value: Any) -> Any:
-    """Floats as JSON numbers; inf/-inf/nan (not valid JSON) as the strings "inf", "-inf", "nan"."""
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, (np.floating, float)):
-        v = float(value)
-        return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, (float, np.floating)):
-        return f"{float(v):.6g}"
-    return str(v)
+PROG = "rlvr-theory"
 
 
 def format_frame(df: pd.DataFrame, fmt: str) -> str:
-    """Render a DataFrame as ``markdown``, ``csv``, ``latex`` or ``json`` (records)."""
+    """Render a DataFrame as ``markdown``, ``csv``, ``latex`` or ``json`` (a list of records).
+
+    Markdown and LaTeX cells go through :func:`rlvr_theory.serialize.fmt_number` (6
+    significant digits, ``—`` for NaN, ``∞`` for inf; ``$\\infty$`` in LaTeX); CSV keeps
+    17 digits; JSON follows :func:`rlvr_theory.serialize.dumps`.
+    """
     if fmt == "csv":
         return df.to_csv(index=False, float_format="%.17g")
     if fmt == "json":
-        return json.dumps(json_safe(df.to_dict(orient="records")), indent=1)
-    cells = [[_fmt(v) for v in row] for row in df.itertuples(index=False)]
+        return dumps(df.to_dict(orient="records"), indent=1)
+    cells = [[fmt_number(v) for v in row] for row in df.itertuples(index=False)]
     cols = [str(c) for c in df.columns]
     if fmt == "markdown":
         lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
@@ -79,36 +49,33 @@ def format_frame(df: pd.DataFrame, fmt: str) -> str:
         return "\n".join(lines) + "\n"
     if fmt == "latex":
         def esc(s: str) -> str:
-            return s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("&", "\\&").replace("%", "\\%")
+            s = s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("&", "\\&").replace("%", "\\%")
+            return s.replace("∞", "$\\infty$").replace("—", "--")
         lines = ["\\begin{tabular}{" + "l" * len(cols) + "}", "\\hline",
                  " & ".join(esc(c) for c in cols) + " \\\\", "\\hline"]
         lines += [" & ".join(esc(c) for c in row) + " \\\\" for row in cells]
         lines += ["\\hline", "\\end{tabular}"]
         return "\n".join(lines) + "\n"
-    raise ValueError(f"--format must be one of markdown, csv, latex, json; got {fmt!r}")
+    raise ValueError(f"format must be one of 'markdown', 'csv', 'latex', 'json'; got {fmt!r}")
 
 
-def _make_adv(name: str, params: Sequence[str], reward_values: Sequence[float] | None) -> advantages.Advantage:
-    kw = dict(parse_param(s) for s in params)
-    if reward_values is not None:
-        kw["reward_values"] = tuple(reward_values)
-    return advantages.get(name, **kw)
-
-
+# ------------------------------------------------------------------ commands
 def _cmd_list(args: argparse.Namespace) -> str:
     rows = []
     for name, cls in advantages.registry().items():
         params = ", ".join(f"{k}={v}" for k, v in cls.defaults.items())
         rows.append({"name": name, "params": params, "kind": cls.kind,
                      "description": cls.description, "source": cls.source})
-    df = pd.DataFrame(rows)
     if args.json:
-        return json.dumps(json_safe(rows), indent=1)
-    return format_frame(df, "markdown")
+        return dumps(rows, indent=1)
+    return format_frame(pd.DataFrame(rows), "markdown")
 
 
 def _cmd_masses(args: argparse.Namespace) -> str:
-    adv = _make_adv(args.advantage, args.param, args.reward_values)
+    kw = runner.parse_params(args.param)
+    if args.reward_values is not None:
+        kw["reward_values"] = tuple(args.reward_values)
+    adv = advantages.get(args.advantage, **kw)
     cf = masses.closed_form(adv, args.p, args.G)
     ex = masses.exact(adv, args.p, args.G)
     out = {
@@ -126,23 +93,43 @@ def _cmd_masses(args: argparse.Namespace) -> str:
         "advantage_ratio_exact": float(masses.advantage_ratio(adv, args.p, args.G, exact=True)),
     }
     if args.json:
-        return json.dumps(json_safe(out))
+        return dumps(out)
+
+    def f(x: float) -> str:
+        return fmt_number(x, 10)
+
     ms, mf = adv.closed_form()
     lines = [f"{adv!r}  ({adv.source}; kind: {adv.kind})",
              f"closed form: m_S = {ms}    m_F = {mf}",
-             f"p = {args.p:g}, G = {args.G}",
-             f"  closed form (plug-in):  m_S = {out['closed_form']['m_S']:.10g}  m_F = {out['closed_form']['m_F']:.10g}",
-             f"  exact, finite G:        m_S = {out['exact']['m_S']:.10g}  m_F = {out['exact']['m_F']:.10g}",
-             f"  sign ratio m_S/m_F = {out['sign_ratio']:.10g}   rho = m_S p/(m_F q) = {out['advantage_ratio']:.10g}"]
+             f"p = {f(args.p)}, G = {args.G}",
+             f"  closed form (plug-in):  m_S = {f(out['closed_form']['m_S'])}  m_F = {f(out['closed_form']['m_F'])}",
+             f"  exact, finite G:        m_S = {f(out['exact']['m_S'])}  m_F = {f(out['exact']['m_F'])}",
+             f"  sign ratio m_S/m_F = {f(out['sign_ratio'])}   rho = m_S p/(m_F q) = {f(out['advantage_ratio'])}"]
     if adv.erratum:
         lines.append(f"  note: {adv.erratum}")
     return "\n".join(lines)
 
 
+def _table_advantages(args: argparse.Namespace) -> list[advantages.Advantage] | None:
+    """The ``--advantage NAME [--param k=v ...]`` groups in the order typed (None: all families)."""
+    chosen = args.advantage or []
+    items = list(args.param or [])
+    if not chosen:
+        if items:
+            raise ValueError(f"param must follow the --advantage it applies to "
+                             f"(e.g. --advantage asym_grpo --param delta=0.5), got {items[0]!r} before any --advantage")
+        return None
+    if chosen[0][1] > 0:
+        raise ValueError(f"param must follow the --advantage it applies to "
+                         f"(e.g. --advantage asym_grpo --param delta=0.5), got {items[0]!r} before any --advantage")
+    ends = [start for _, start in chosen[1:]] + [len(items)]
+    return [advantages.get(name, **runner.parse_params(items[start:end]))
+            for (name, start), end in zip(chosen, ends)]
+
+
 def _cmd_table(args: argparse.Namespace) -> str:
     ps = args.p if args.p else [0.3, 0.5]
-    advs = [advantages.get(a) for a in args.advantage] if args.advantage else None
-    df = masses.table(ps, args.G, advs)
+    df = masses.table(ps, args.G, _table_advantages(args))
     if args.format in ("markdown", "latex"):
         df = df.drop(columns=["G"])
     return format_frame(df, args.format)
@@ -162,12 +149,56 @@ def _cmd_tail_miss(args: argparse.Namespace) -> str:
         pk = tail_miss.peak(args.mu, args.tau)
         out.update(peak_N=int(pk.N), peak_value=float(pk.value))
     if args.json:
-        return json.dumps(json_safe(out), indent=1)
-    text = f"mu = {args.mu:g}, tau = {args.tau:g}  (F-GRPO Eq. 9 and Lemma 3.1)\n"
+        return dumps(out, indent=1)
+    text = f"mu = {fmt_number(args.mu)}, tau = {fmt_number(args.tau)}  (F-GRPO Eq. 9 and Lemma 3.1)\n"
     text += format_frame(pd.DataFrame(rows, columns=["N", "active", "tail_miss"]), "markdown")
     if args.peak:
-        text += f"peak: N = {out['peak_N']}, tail_miss = {out['peak_value']:.10g}\n"
+        text += f"peak: N = {out['peak_N']}, tail_miss = {fmt_number(out['peak_value'], 10)}\n"
     return text
+
+
+# -------------------------------------------------------------------- parser
+class _TableAdvantage(argparse.Action):
+    """``--advantage NAME`` of ``table``: remembers how many ``--param`` came before it, so
+    that the ``--param`` typed after it (and before the next ``--advantage``) are its own."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        chosen = list(getattr(namespace, self.dest) or [])
+        chosen.append((values, len(getattr(namespace, "param", None) or [])))
+        setattr(namespace, self.dest, chosen)
+
+
+def _add_masses_parser(sub: Any) -> None:
+    p = sub.add_parser("masses", help="m_S, m_F of one advantage at one solve rate")
+    p.add_argument("--advantage", required=True, help="registered name (see `rlvr-theory list`)")
+    runner.add_param_option(p, of="advantage")
+    p.add_argument("--reward-values", nargs=2, type=float, metavar=("R_W", "R_C"),
+                   help="reward of a wrong and of a correct rollout (default 0 1)")
+    p.add_argument("--p", type=float, required=True, help="solve rate in [0, 1]")
+    p.add_argument("--G", type=int, default=8, help="group size for the exact column (default 8)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    runner.add_threads_option(p)
+    p.set_defaults(func=_cmd_masses)
+
+
+def _add_table_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "table", help="FADE Table 1 / Table 7 with exact finite-G columns",
+        description="Masses of advantage families at solve rates p (FADE Table 1 / Table 7) with the exact "
+                    "finite-G columns.  Default: every registered family with its default parameters.  "
+                    "--advantage NAME (repeatable) chooses families; each --param NAME=VALUE applies to the "
+                    "--advantage named just before it, e.g. "
+                    "--advantage grpo --advantage asym_grpo --param delta=0.5.")
+    p.add_argument("--p", type=float, action="extend", nargs="+", default=[],
+                   help="solve rate(s), repeatable (default 0.3 0.5)")
+    p.add_argument("--G", type=int, default=8, help="group size (default 8)")
+    p.add_argument("--advantage", action=_TableAdvantage, default=None, metavar="NAME",
+                   help="a family to tabulate, repeatable (default: all, with default parameters)")
+    runner.add_param_option(p, help="parameter of the --advantage named just before it, repeatable "
+                                    "(e.g. --advantage asym_grpo --param delta=0.5)")
+    p.add_argument("--format", choices=["markdown", "csv", "latex", "json"], default="markdown")
+    runner.add_threads_option(p)
+    p.set_defaults(func=_cmd_table)
 
 
 def _add_tail_miss_parser(sub: Any) -> None:
@@ -180,55 +211,33 @@ def _add_tail_miss_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true",
                    help='print one JSON object {"mu", "tau", "rows": [{"N", "active", "tail_miss"}], '
                         '["peak_N", "peak_value"]}')
+    runner.add_threads_option(p)
     p.set_defaults(func=_cmd_tail_miss)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``rlvr-theory``."""
-    ap = argparse.ArgumentParser(prog="rlvr-theory", description="Closed forms of RLVR advantage functions.")
+    ap = argparse.ArgumentParser(prog=PROG, description="Closed forms of RLVR advantage functions.")
     sub = ap.add_subparsers(dest="command", required=True)
 
     p_list = sub.add_parser("list", help="registered advantages with their parameters and sources")
     p_list.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
     p_list.set_defaults(func=_cmd_list)
 
-    p_m = sub.add_parser("masses", help="m_S, m_F of one advantage at one solve rate")
-    p_m.add_argument("--advantage", required=True, help="registered name (see `rlvr-theory list`)")
-    p_m.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                     help="advantage parameter, repeatable (e.g. --param delta=0.5)")
-    p_m.add_argument("--reward-values", nargs=2, type=float, metavar=("R_W", "R_C"),
-                     help="reward of a wrong and of a correct rollout (default 0 1)")
-    p_m.add_argument("--p", type=float, required=True, help="solve rate in [0, 1]")
-    p_m.add_argument("--G", type=int, default=8, help="group size for the exact column (default 8)")
-    p_m.add_argument("--json", action="store_true", help="print one JSON object")
-    p_m.set_defaults(func=_cmd_masses)
-
-    p_t = sub.add_parser("table", help="FADE Table 1 / Table 7 with exact finite-G columns")
-    p_t.add_argument("--p", type=float, action="extend", nargs="+", default=[],
-                     help="solve rate(s), repeatable (default 0.3 0.5)")
-    p_t.add_argument("--G", type=int, default=8, help="group size (default 8)")
-    p_t.add_argument("--advantage", action="append", default=[], help="restrict to these names (repeatable)")
-    p_t.add_argument("--format", choices=["markdown", "csv", "latex", "json"], default="markdown")
-    p_t.set_defaults(func=_cmd_table)
+    _add_masses_parser(sub)
+    _add_table_parser(sub)
     _add_tail_miss_parser(sub)
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``rlvr-theory``; returns the exit status (2 on bad input)."""
-    ap = build_parser()
-    args = ap.parse_args(argv)
-    try:
-        text = args.func(args)
-    except ValueError as err:
-        print(f"rlvr-theory: error: {err}", file=sys.stderr)
-        return 2
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    return 0
+    """Entry point of ``rlvr-theory``; returns the exit status (2 on bad input, see
+    :func:`rlvr_theory.runner.run`)."""
+    return runner.run(PROG, build_parser, argv)
 
 
-def main_exit() -> None:  # console-script entry point
-    sys.exit(main())
+#: console-script entry point (``pyproject.toml``: ``rlvr_theory.cli:main_exit``)
+main_exit = runner.console(PROG, build_parser)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,7 +23,7 @@ Two steps, both the ascent direction of ``J(z) = E_π[A] = Σ_a π_a A_a``:
   E_π[A]·Cov_π(log π, π)]`` (:func:`vanilla_change`; the form ``−η·Cov(log π, π·A)`` of
   Cui et al. 2025 is the case ``E_π[A] = 0``).  Derivation ours (brief: "derive it").
 
-FADE's Eq. 7 / Theorem 13.1 (000 Sec. 4.1, App. 13) states
+FADE Eq. 7 / Thm. 13.1 (Sec. 4.1, App. 13) states
 ``ΔH ≈ η[(m_S − m_F)·H − Cov(A, log π)]`` with ``E[A] = m_S − m_F`` (:func:`fade_change`,
 :func:`drift`).  **For a softmax policy the drift term is not part of the first-order change.**
 ``E_π[A·∇log π]`` does not change when a constant is added to ``A`` (``E_π[∇log π] = 0``), so
@@ -44,14 +44,16 @@ of the naive difference (relative precision near machine epsilon even for ``η =
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from . import checks
 from . import masses as _masses
 from .advantages import Advantage
-from .categorical import _check_eta, _check_like, _check_z, _delta_lse, log_softmax
+from .categorical import check_like, log_partition_change, log_softmax
 
 __all__ = [
     "entropy",
@@ -80,7 +82,13 @@ def _parts(z: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _action_adv(A: Any, shape: tuple[int, ...]) -> np.ndarray:
-    return _check_like("A", A, shape, "a finite array [..., K] of advantages per action")
+    """Advantages per action: a finite array ``[..., K]`` over the actions of ``shape``."""
+    return check_like("A", A, shape)
+
+
+def _eta(eta: Any) -> np.ndarray:
+    """The learning rate (a number or an array over the batch axes) with a trailing axis."""
+    return checks.array("eta", eta)[..., None]
 
 
 def entropy(z: Any) -> np.ndarray:
@@ -89,7 +97,7 @@ def entropy(z: Any) -> np.ndarray:
 
 
 def entropy_gradient(z: Any) -> np.ndarray:
-    """``∂H/∂z_i = −π_i(log π_i + H)`` (FADE (000) App. 13 Eq. 22 in logit coordinates,
+    """``∂H/∂z_i = −π_i(log π_i + H)`` (FADE App. 13 Eq. 22 in logit coordinates,
     with ``∇_z log π_a = e_a − π``).  Sums to 0 over the actions."""
     logp, p, H = _parts(z)
     return -p * (logp + H)
@@ -101,8 +109,8 @@ def cov_pi(z: Any, X: Any, Y: Any) -> np.ndarray:
     ``X``, ``Y`` are arrays ``[..., K]`` over the actions; returns ``[...]``.
     """
     _, p, _ = _parts(z)
-    x = _check_like("X", X, p.shape, "a finite array [..., K]")
-    y = _check_like("Y", Y, p.shape, "a finite array [..., K]")
+    x = check_like("X", X, p.shape)
+    y = check_like("Y", Y, p.shape)
     xc = x - np.sum(p * x, axis=-1, keepdims=True)
     yc = y - np.sum(p * y, axis=-1, keepdims=True)
     return np.sum(p * xc * yc, axis=-1)
@@ -111,24 +119,32 @@ def cov_pi(z: Any, X: Any, Y: Any) -> np.ndarray:
 def natural_step(A: Any, eta: Any) -> np.ndarray:
     """Natural-gradient step of ``J = E_π[A]`` for a softmax: ``Δz = η·A`` (module docstring:
     the Fisher ``diag(π) − ππᵀ`` maps ``A + c·1`` to ``∂J/∂z`` for every ``c``)."""
-    a = np.asarray(A, dtype=float)
-    if a.ndim == 0 or not np.all(np.isfinite(a)):
-        raise ValueError("A must be a finite array [..., K] of advantages per action")
-    return _check_eta(eta) * a
+    return _eta(eta) * checks.array("A", A, min_ndim=1)
 
 
 def vanilla_step(z: Any, A: Any, eta: Any) -> np.ndarray:
     """Vanilla (logit-space) gradient step ``Δz = η·∂E_π[A]/∂z = η·π⊙(A − E_π A)``
-    (two-stage paper (001) Theorem 1 is its expectation form)."""
+    (Two-Stage Theorem 1 is its expectation form)."""
     _, p, _ = _parts(z)
     a = _action_adv(A, p.shape)
-    return _check_eta(eta) * p * (a - np.sum(p * a, axis=-1, keepdims=True))
+    return _eta(eta) * p * (a - np.sum(p * a, axis=-1, keepdims=True))
 
 
 def first_order_change(z: Any, dz: Any) -> np.ndarray:
-    """``ΔH ≈ ∇_z H·Δz = −Σ_i π_i(log π_i + H)Δz_i = −Cov_π(log π, Δz)`` for any logit step."""
+    """``ΔH ≈ ∇_z H·Δz = −Σ_i π_i(log π_i + H)Δz_i = −Cov_π(log π, Δz)`` for any logit step.
+
+    Examples
+    --------
+    >>> from rlvr_theory import entropy
+    >>> z, A = np.log([0.7, 0.2, 0.1]), np.array([1.0, -0.5, -0.5])
+    >>> dz = entropy.natural_step(A, 0.01)
+    >>> float(entropy.first_order_change(z, dz))
+    -0.004674008
+    >>> float(entropy.exact_change(z, dz))  # the first-order error is O(eta**2)
+    -0.004683471
+    """
     logp, p, H = _parts(z)
-    d = _check_like("dz", dz, logp.shape, "a finite array [..., K] of logit changes")
+    d = check_like("dz", dz, logp.shape)
     return -np.sum(p * (logp + H) * d, axis=-1)
 
 
@@ -141,8 +157,8 @@ def exact_change(z: Any, dz: Any) -> np.ndarray:
     result keeps its relative precision for tiny steps (the reference of the tests).
     """
     logp, p, _ = _parts(z)
-    d = _check_like("dz", dz, logp.shape, "a finite array [..., K] of logit changes")
-    dl = _delta_lse(p, logp, d)
+    d = check_like("dz", dz, logp.shape)
+    dl = log_partition_change(z, d)[..., None]
     dp = p * np.expm1(d - dl)
     return dl[..., 0] - np.sum((p + dp) * d, axis=-1) - np.sum(dp * logp, axis=-1)
 
@@ -150,12 +166,21 @@ def exact_change(z: Any, dz: Any) -> np.ndarray:
 def natural_change(z: Any, A: Any, eta: Any) -> np.ndarray:
     """First-order ``ΔH = −η·Cov_π(A, log π)`` of the natural step ``Δz = ηA``.
 
-    Exact first order (module docstring); independent of ``E_π[A]``.  It is FADE (000)
+    Exact first order (module docstring); independent of ``E_π[A]``.  It is FADE
     Eq. 7 without the drift term, i.e. Eq. 7 for sign-balanced advantages.
+
+    Examples
+    --------
+    >>> from rlvr_theory import entropy
+    >>> z, A = np.log([0.7, 0.2, 0.1]), np.array([1.0, -0.5, -0.5])  # E_pi[A] = 0.55
+    >>> float(entropy.natural_change(z, A, 0.01))
+    -0.004674008
+    >>> float(entropy.fade_change(z, A, 0.01))  # adds the drift eta * E_pi[A] * H
+    -0.000264006
     """
     logp, p, H = _parts(z)
     a = _action_adv(A, p.shape)
-    return -_check_eta(eta)[..., 0] * np.sum(p * (logp + H) * a, axis=-1)
+    return -checks.array("eta", eta) * np.sum(p * (logp + H) * a, axis=-1)
 
 
 def vanilla_change(z: Any, A: Any, eta: Any) -> np.ndarray:
@@ -165,11 +190,11 @@ def vanilla_change(z: Any, A: Any, eta: Any) -> np.ndarray:
     logp, p, H = _parts(z)
     a = _action_adv(A, p.shape)
     ac = a - np.sum(p * a, axis=-1, keepdims=True)
-    return -_check_eta(eta)[..., 0] * np.sum(p * (logp + H) * p * ac, axis=-1)
+    return -checks.array("eta", eta) * np.sum(p * (logp + H) * p * ac, axis=-1)
 
 
 def fade_change(z: Any, A: Any, eta: Any) -> np.ndarray:
-    """FADE (000) Eq. 7 / Theorem 13.1 as the paper states it, per action:
+    """FADE Eq. 7 / Theorem 13.1 as the paper states it, per action:
     ``ΔH ≈ η[E_π[A]·H − Cov_π(A, log π)]`` (``E_π[A] = m_S − m_F``).
 
     Equals ``−η·E_π[A log π]``.  Not the first-order change of a softmax step when
@@ -178,11 +203,11 @@ def fade_change(z: Any, A: Any, eta: Any) -> np.ndarray:
     logp, p, H = _parts(z)
     a = _action_adv(A, p.shape)
     mean = np.sum(p * a, axis=-1)
-    return _check_eta(eta)[..., 0] * (mean * H[..., 0] - np.sum(p * (logp + H) * a, axis=-1))
+    return checks.array("eta", eta) * (mean * H[..., 0] - np.sum(p * (logp + H) * a, axis=-1))
 
 
 def fade_change_sampled(log_prob: Any, A: Any, H: Any, eta: Any) -> np.ndarray:
-    """FADE (000) Eq. 7 estimated from ``N`` rollouts: ``η[Ā·H − Ĉov(A, log π(a_j))]``.
+    """FADE Eq. 7 estimated from ``N`` rollouts: ``η[Ā·H − Ĉov(A, log π(a_j))]``.
 
     ``log_prob`` and ``A`` have shape ``[..., N]`` (log-probability and advantage of each
     sampled action), ``H`` the policy entropy over the batch axes.  ``Ā`` is the sample mean
@@ -190,27 +215,21 @@ def fade_change_sampled(log_prob: Any, A: Any, H: Any, eta: Any) -> np.ndarray:
     so for i.i.d. draws with ``A_j = A(a_j)`` this is unbiased for :func:`fade_change`.
     ``N >= 2``.  Without the drift, ``−η·Ĉov`` estimates :func:`natural_change`.
     """
-    lp = np.asarray(log_prob, dtype=float)
-    if lp.ndim == 0 or lp.shape[-1] < 2 or not np.all(np.isfinite(lp)) or np.any(lp > 0):
-        raise ValueError("log_prob must be a finite array [..., N] of log-probabilities (<= 0) with N >= 2")
-    a = _check_like("A", A, lp.shape, "a finite array [..., N] of advantages of the draws")
-    h = np.asarray(H, dtype=float)
-    if not np.all(np.isfinite(h)) or np.any(h < 0):
-        raise ValueError("H must be a finite entropy >= 0 (or an array over the batch axes)")
+    lp = checks.array("log_prob", log_prob, min_ndim=1, high=0)
+    if lp.shape[-1] < 2:
+        raise ValueError(f"log_prob must have N >= 2 draws on its last axis, got shape {lp.shape}")
+    a = check_like("A", A, lp.shape)
+    h = checks.array("H", H, low=0)
     lp, a = np.broadcast_arrays(lp, a)
     N = lp.shape[-1]
     cov = np.sum((a - a.mean(-1, keepdims=True)) * (lp - lp.mean(-1, keepdims=True)), axis=-1) / (N - 1)
-    return _check_eta(eta)[..., 0] * (a.mean(-1) * h - cov)
+    return checks.array("eta", eta) * (a.mean(-1) * h - cov)
 
 
 def drift(H: Any, m_S: Any, m_F: Any) -> np.ndarray:
-    """FADE (000) Eq. 7 drift term ``(m_S − m_F)·H`` (per unit learning rate)."""
-    h, ms, mf = (np.asarray(x, dtype=float) for x in (H, m_S, m_F))
-    if not np.all(np.isfinite(h)) or np.any(h < 0):
-        raise ValueError("H must be a finite entropy >= 0 (or an array)")
-    if not (np.all(np.isfinite(ms)) and np.all(np.isfinite(mf))):
-        raise ValueError("m_S and m_F must be finite")
-    return (ms - mf) * h
+    """FADE Eq. 7 drift term ``(m_S − m_F)·H`` (per unit learning rate)."""
+    h = checks.array("H", H, low=0)
+    return (checks.array("m_S", m_S) - checks.array("m_F", m_F)) * h
 
 
 def drift_from_advantage(adv: Advantage | str, p: Any, H: Any, G: int | None = None, *,
@@ -219,7 +238,7 @@ def drift_from_advantage(adv: Advantage | str, p: Any, H: Any, G: int | None = N
 
     Masses from :func:`rlvr_theory.masses.closed_form` (the paper's plug-in value), or with
     ``exact=True`` the finite-G expectation :func:`rlvr_theory.masses.exact` (``G`` needed).
-    Zero for sign-balanced families; ``p(1−p)(1 − 1/δ)·H`` for AsymGRPO δ (000 Sec. 4.1).
+    Zero for sign-balanced families; ``p(1−p)(1 − 1/δ)·H`` for AsymGRPO δ (FADE Sec. 4.1).
     """
     m = _masses.exact(adv, p, G) if exact else _masses.closed_form(adv, p, G)
     return drift(H, m.m_S, m.m_F)
@@ -233,13 +252,9 @@ def one_step_table(z: Any, A: Any, etas: Iterable[float]) -> pd.DataFrame:
     (``"natural"``/``"fade"`` for the natural step, ``"vanilla"`` for the vanilla step);
     columns ``predicted``, ``exact``, ``rel_error = |predicted − exact|/|exact|``, ``E_A``, ``H``.
     """
-    zz = _check_z(z)
-    if zz.ndim != 1:
-        raise ValueError(f"z must be one configuration [K], got shape {zz.shape}")
+    zz = checks.array("z", z, ndim=1)
     a = _action_adv(A, zz.shape)
-    e = np.asarray(list(etas), dtype=float)
-    if e.ndim != 1 or e.size == 0 or not np.all(np.isfinite(e)) or np.any(e <= 0):
-        raise ValueError("etas must be a non-empty list of finite learning rates > 0")
+    e = checks.array("etas", list(etas), ndim=1, nonempty=True, low=0, low_open=True)
     _, p, H = _parts(zz)
     rows = []
     for step, dz, forms in (("natural", natural_step(a, e), {"natural": natural_change, "fade": fade_change}),

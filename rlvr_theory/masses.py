@@ -1,6 +1,6 @@
 """Positive and negative gradient masses (m_S, m_F) of an advantage function.
 
-Convention (FADE (000) Sec. 2, Eq. 1-3, Table 1, divided by the batch size): for one
+Convention (FADE Sec. 2, Eq. 1-3, Table 1, divided by the batch size): for one
 prompt with ``G`` rollouts, rewards ``r`` and advantages ``A = adv(r)``, the update is
 
     Σ_i A_i ∇log π(τ_i) = G·(M_S·∇̄_S − M_F·∇̄_F),
@@ -25,7 +25,8 @@ their limits from inside ``(0, 1)``; ``m_S > 0 = m_F`` gives ``inf``.
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, NamedTuple, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,7 @@ import sympy as sp
 from scipy import special
 
 from . import advantages as _adv
+from . import checks
 from .advantages import Advantage
 
 __all__ = [
@@ -64,6 +66,7 @@ class Masses(NamedTuple):
 
 # ----------------------------------------------------------------- helpers
 def as_advantage(adv: Advantage | str) -> Advantage:
+    """``adv`` itself, or the registered family of that name with default parameters."""
     if isinstance(adv, Advantage):
         return adv
     if isinstance(adv, str):
@@ -72,31 +75,23 @@ def as_advantage(adv: Advantage | str) -> Advantage:
 
 
 def check_p(p: Any) -> np.ndarray:
+    """Solve rate(s) ``p`` in [0, 1] as a float64 array (:func:`rlvr_theory.checks.array`)."""
     try:
-        arr = np.asarray(p, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError("p must be a number or an array of numbers in [0, 1]") from None
-    if not np.all(np.isfinite(arr)) or np.any((arr < 0) | (arr > 1)):
-        raise ValueError(f"p must lie in [0, 1], got {p!r}")
-    return arr
+        return checks.array("p", p, low=0, high=1)
+    except ValueError:
+        raise ValueError(f"p must lie in [0, 1], got {p!r}") from None
 
 
 def check_group_size(G: Any, adv: Advantage | None = None, *, required: bool = True) -> int | None:
+    """The group size as an ``int >= 1`` (:func:`rlvr_theory.checks.integer`), and at least
+    ``adv.min_group_size()``; ``None`` passes when not ``required``."""
     if G is None:
         if required:
             raise ValueError("G is required: the group size, an integer >= 1")
         return None
-    if isinstance(G, bool) or not isinstance(G, (int, np.integer)) and not (
-        isinstance(G, float) and G.is_integer()
-    ):
-        raise ValueError(f"G must be an integer >= 1, got {G!r}")
-    G = int(G)
-    if G < 1:
-        raise ValueError(f"G must be an integer >= 1, got {G}")
-    if adv is not None:
-        need = adv.min_group_size()
-        if G < need:
-            raise ValueError(f"G must be >= {need} for {adv!r}, got {G}")
+    G = checks.integer("G", G, low=1)
+    if adv is not None and G < adv.min_group_size():
+        raise ValueError(f"G must be >= {adv.min_group_size()} for {adv!r}, got {G}")
     return G
 
 
@@ -105,7 +100,16 @@ def of_group(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> Mass
     """Masses of each group: ``M_S = (1/G)Σ_{i∈S} A_i``, ``M_F = −(1/G)Σ_{i∈F} A_i``.
 
     ``rewards``: ``[..., G]`` binary array (values ``adv.reward_values``).  Returns arrays of
-    shape ``rewards.shape[:-1]``.  Source: FADE (000) Eq. 3.
+    shape ``rewards.shape[:-1]``.  Source: FADE Eq. 3.
+
+    Examples
+    --------
+    >>> from rlvr_theory import advantages, masses
+    >>> rewards = np.array([[1, 0, 0, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0, 0, 0]])
+    >>> masses.of_group("dr_grpo", rewards)
+    Masses(m_S=array([0.1875  , 0.234375]), m_F=array([0.1875  , 0.234375]))
+    >>> masses.of_group(advantages.get("asym_grpo", delta=0.5), rewards[:1])
+    Masses(m_S=array([0.1875]), m_F=array([0.375]))
     """
     adv = as_advantage(adv)
     A = adv(rewards, lengths=lengths)
@@ -115,10 +119,10 @@ def of_group(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> Mass
 
 
 def abs_sum(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> np.ndarray:
-    """Σ_i |A_i| per group, the update magnitude of A-GRAE (003) Theorem 2.
+    """Σ_i |A_i| per group, the update magnitude of A-GRAE Theorem 2.
 
     For GRPO it equals ``2G·sqrt(p̂(1−p̂))``; for the hard/easy controls ``G·sqrt(1−p̂)``
-    and ``G·sqrt(p̂)`` (003 Table 1b).
+    and ``G·sqrt(p̂)`` (A-GRAE Table 1b).
     """
     return np.abs(as_advantage(adv)(rewards, lengths=lengths)).sum(-1)
 
@@ -195,8 +199,17 @@ def exact(adv: Advantage | str, p: Any, G: int, *, with_abs: bool = False) -> Ma
     ``M(x)`` are the masses of a group with ``x`` successes (:func:`of_group`), so this is
     exact for every family, including those whose paper formula only holds given ``p̂``
     or as ``G → ∞``.  Vectorised over ``p``.  With ``with_abs=True`` returns a triple whose
-    third entry is ``E[(1/G)Σ_i|A_i|]``.  Batch-level families (A-GRAE with
-    ``omega=None``) are evaluated in a homogeneous batch, ``ω = p``.
+    third entry is ``E[(1/G)Σ_i|A_i|]``.  Batch-level families are evaluated in a large
+    homogeneous batch of prompts at solve rate ``p`` (A-GRAE with ``omega=None``: ``ω = p``;
+    ``reinforce_pp``: ``σ_batch = Δ·sqrt(pq(G−1)/G)``).
+
+    Examples
+    --------
+    >>> from rlvr_theory import masses
+    >>> masses.exact("grpo", [0.25, 0.5], 8)             # below the plug-in sqrt(pq)
+    Masses(m_S=array([0.37989667, 0.46391399]), m_F=array([0.37989667, 0.46391399]))
+    >>> masses.exact("reinforce_pp", 0.25, 8)             # sqrt(pq(G−1)/G)
+    Masses(m_S=array(0.40504629), m_F=array(0.40504629))
     """
     adv = as_advantage(adv)
     pa = check_p(p)
@@ -247,6 +260,14 @@ def closed_form(adv: Advantage | str, p: Any, G: int | None = None) -> Masses:
     ``passk_tang``, ``softmax``, ``logmeanexp``, ``iac``, ``grpo`` with ``ddof=1``).
     For families of kind ``"exact"``, ``closed_form(adv, X/G, G)`` equals
     ``of_group`` of any group with ``X`` successes.
+
+    Examples
+    --------
+    >>> from rlvr_theory import masses
+    >>> masses.closed_form("grpo", [0.25, 0.5])          # sqrt(pq)
+    Masses(m_S=array([0.4330127, 0.5      ]), m_F=array([0.4330127, 0.5      ]))
+    >>> masses.closed_form("rloo", 0.25, G=8)             # pq·G/(G−1)
+    Masses(m_S=array(0.21428571), m_F=array(0.21428571))
     """
     adv = as_advantage(adv)
     pa = check_p(p)
@@ -315,6 +336,10 @@ def _exact_ratio_limit(adv: Advantage, G: int, at: float, rho: bool) -> float:
     """
     if adv.batch_level:
         m_s, m_f, _ = (t[0] for t in _per_x_population(adv, G, np.array([at])))
+        if not (np.any(m_s) or np.any(m_f)):
+            # the batch scale vanishes at the end (reinforce_pp: σ_batch = 0); the ratio of
+            # each x does not depend on it, so read it just inside
+            m_s, m_f, _ = (t[0] for t in _per_x_population(adv, G, np.array([abs(at - 1e-9)])))
     else:
         m_s, m_f, _ = _per_x(adv, G)
     xs = range(G + 1) if at == 0 else range(G, -1, -1)
@@ -357,7 +382,7 @@ def _ratios(adv: Advantage, p: np.ndarray, G: int | None, m: Masses, use_exact: 
             out = np.array(out * (p / (1.0 - p)), dtype=float)
         undefined |= np.isnan(out)
     if np.any(undefined):
-        if use_exact and not any(np.any(t) for t in _per_x(adv, G)[:2]) and not adv.batch_level:
+        if use_exact and not adv.batch_level and not any(np.any(t) for t in _per_x(adv, G)[:2]):
             raise ValueError(f"G: {adv!r} gives zero masses for every group of size G = {G}; "
                              "m_S/m_F is undefined")
         for at in (0.0, 1.0):
@@ -381,7 +406,19 @@ def sign_ratio(adv: Advantage | str, p: Any, G: int | None = None, *, exact: boo
 
 
 def advantage_ratio(adv: Advantage | str, p: Any, G: int | None = None, *, exact: bool = False) -> np.ndarray:
-    """``ρ(p) = m_S·p/(m_F·q)`` (FADE Sec. 4.1, Table 7); ``p/(1−p)`` for sign-balanced families."""
+    """``ρ(p) = m_S·p/(m_F·q)`` (FADE Sec. 4.1, Table 7); ``p/(1−p)`` for sign-balanced families.
+
+    ``exact=True`` uses the finite-G expectations (``G`` required).  At ``p ∈ {0, 1}`` the
+    one-sided limits are returned.
+
+    Examples
+    --------
+    >>> from rlvr_theory import advantages, masses
+    >>> masses.advantage_ratio("grpo", [0.2, 0.5, 1.0])
+    array([0.25, 1.  ,  inf])
+    >>> masses.advantage_ratio(advantages.get("asym_grpo", delta=0.5), 0.5)  # failure-biased
+    array(0.5)
+    """
     adv = as_advantage(adv)
     pa = check_p(p)
     G = check_group_size(G, adv, required=exact)
@@ -424,6 +461,16 @@ def table(p: Any = (0.3, 0.5), G: int = 8,
     ``advantage_ratio`` (ρ of the closed form), ``advantage_ratio_exact``,
     ``mean_abs_A_exact`` (``E[(1/G)Σ|A_i|]``) and ``balance`` (of the closed form).
     ``advantages`` defaults to every registered family with default parameters.
+
+    Examples
+    --------
+    >>> from rlvr_theory import advantages, masses
+    >>> t = masses.table([0.3, 0.5], 8, ["grpo", advantages.get("asym_grpo", delta=0.5)])
+    >>> t[["advantage", "params", "p", "m_S", "m_F", "balance"]].head(3)
+       advantage           params    p       m_S       m_F         balance
+    0       grpo  ddof=0, eps=0.0  0.3  0.458258  0.458258        balanced
+    1       grpo  ddof=0, eps=0.0  0.5  0.500000  0.500000        balanced
+    2  asym_grpo        delta=0.5  0.3  0.210000  0.420000  failure-biased
     """
     pa = np.atleast_1d(check_p(p)).ravel()
     G = check_group_size(G)

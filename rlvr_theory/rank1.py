@@ -1,4 +1,4 @@
-"""The rank-1 funnel of the output-head update (FADE (000) App. 15.1-15.2).
+"""The rank-1 funnel of the output-head update (FADE App. 15.1-15.2).
 
 For ``N`` token gradients ``g_i = A_i·v_i ⊗ h_i`` (``v_i = e_{y_i} − π_i ∈ R^V`` the softmax
 error, ``h_i ∈ R^d`` the last hidden state) the update is ``W = Σ_i A_i v_i ⊗ h_i``
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import finite_array
+from . import checks
 
 __all__ = [
     "rank1_limit",
@@ -31,11 +31,8 @@ __all__ = [
 ]
 
 
-_array = finite_array
-
-
 def rank1_limit(signal: Any, residual: Any) -> np.ndarray:
-    """Limit of the rank-1 fraction ``r1 = σ1²(W)/‖W‖_F²`` as ``N → ∞`` (FADE (000) Prop. 15.1, Eq. 33).
+    """Limit of the rank-1 fraction ``r1 = σ1²(W)/‖W‖_F²`` as ``N → ∞`` (FADE Prop. 15.1, Eq. 33).
 
         r1 → ‖E[A α v]‖² / (‖E[A α v]‖² + ‖R‖_F²),   R = E[A v ⊗ h^⊥].
 
@@ -60,9 +57,17 @@ def rank1_limit(signal: Any, residual: Any) -> np.ndarray:
     hypothesis, which holds iff ``aᵀR = 0`` and ``‖a‖ >= σ1(R)``.  For any other fixed
     ``u_1`` (with ``R u_1 = 0``) ``σ1²(E[g]) >= ‖a‖²`` and Eq. 33 is a *lower bound* on the
     limit (the tests show both cases by simulation).
+
+    Examples
+    --------
+    >>> from rlvr_theory import rank1
+    >>> float(rank1.rank1_limit([3.0, 4.0], np.zeros((2, 3))))  # no residual: rank 1
+    1.0
+    >>> float(rank1.rank1_limit([3.0, 4.0], [[0, 1, 0], [0, 0, 2]]))  # 25 / (25 + 5)
+    0.833333
     """
-    a = _array("signal", signal, ndim=1)
-    R = _array("residual", residual, ndim=2)
+    a = checks.array("signal", signal, min_ndim=1)
+    R = checks.array("residual", residual, min_ndim=2)
     if R.shape[-2] != a.shape[-1]:
         raise ValueError(f"residual must have shape (..., V, d) with V = signal.shape[-1] = {a.shape[-1]}, "
                          f"got {R.shape}")
@@ -75,7 +80,7 @@ def rank1_limit(signal: Any, residual: Any) -> np.ndarray:
 
 
 def mode_residual(mode_signals: Any, mode_means: Any) -> np.ndarray:
-    """Failure residual of ``K`` equally likely modes, ``R_F = (1/K)·Σ_k E[A v | k] ⊗ μ_k`` (FADE (000) Cor. 15.2).
+    """Failure residual of ``K`` equally likely modes, ``R_F = (1/K)·Σ_k E[A v | k] ⊗ μ_k`` (FADE Cor. 15.2).
 
     Parameters
     ----------
@@ -93,8 +98,8 @@ def mode_residual(mode_signals: Any, mode_means: Any) -> np.ndarray:
     As the corollary's statement implies, ``A v`` and ``h^⊥`` are taken conditionally
     uncorrelated within a mode, so that ``E[A v ⊗ h^⊥ | k] = E[A v | k] ⊗ μ_k``.
     """
-    w = _array("mode_signals", mode_signals, ndim=2)
-    mu = _array("mode_means", mode_means, ndim=2)
+    w = checks.array("mode_signals", mode_signals, min_ndim=2)
+    mu = checks.array("mode_means", mode_means, min_ndim=2)
     if w.shape[-2] != mu.shape[-2]:
         raise ValueError(f"mode_signals and mode_means must have the same number of modes K (axis -2), "
                          f"got {w.shape} and {mu.shape}")
@@ -102,23 +107,20 @@ def mode_residual(mode_signals: Any, mode_means: Any) -> np.ndarray:
 
 
 def mode_residual_norm_sq(c: Any, mu: Any, K: Any) -> np.ndarray:
-    """``‖R_F‖_F² = c²μ²/K`` for ``K`` orthogonal mode means (FADE (000) Cor. 15.2).
+    """``‖R_F‖_F² = c²μ²/K`` for ``K`` orthogonal mode means (FADE Cor. 15.2).
 
     Holds when the ``μ_k`` are mutually orthogonal with ``‖μ_k‖ = μ`` and
     ``‖E[A v | k]‖ = c`` for every ``k`` (the ``E[A v | k]`` need not be orthogonal):
     more diverse failure modes give a smaller residual, ``‖R_F‖ ∝ 1/sqrt(K)``.
     ``c, mu >= 0``; ``K`` integer ``>= 1``.
     """
-    c, mu, K = _array("c", c), _array("mu", mu), _array("K", K)
-    if np.any(c < 0) or np.any(mu < 0):
-        raise ValueError("c and mu must be >= 0 (norms)")
-    if np.any(K < 1) or np.any(K != np.round(K)):
-        raise ValueError(f"K must be an integer >= 1 (number of failure modes), got {K!r}")
+    c, mu = checks.array("c", c, low=0), checks.array("mu", mu, low=0)
+    K = checks.array("K", K, low=1, integer=True)
     return c**2 * mu**2 / K
 
 
 def clt_residual_ratio(n_success: Any, n_failure: Any) -> np.ndarray:
-    """CLT baseline of the residual-norm ratio, ``‖R_F‖/‖R_S‖ ≈ sqrt(N_S/N_F)`` (FADE (000) App. 15.2).
+    """CLT baseline of the residual-norm ratio, ``‖R_F‖/‖R_S‖ ≈ sqrt(N_S/N_F)`` (FADE App. 15.2).
 
     ``R_g = (1/N_g)·Σ_{i∈g} v_i ⊗ h_i^⊥`` for ``g ∈ {S, F}``.  Under the null hypothesis that
     both groups' per-token terms are i.i.d. with mean zero and a common variance ``σ²`` per
@@ -127,7 +129,6 @@ def clt_residual_ratio(n_success: Any, n_failure: Any) -> np.ndarray:
 
     ``n_success``, ``n_failure``: token counts ``> 0`` (array_like, broadcast).
     """
-    ns, nf = _array("n_success", n_success), _array("n_failure", n_failure)
-    if np.any(ns <= 0) or np.any(nf <= 0):
-        raise ValueError("n_success and n_failure must be > 0 (token counts)")
+    ns = checks.array("n_success", n_success, low=0, low_open=True)
+    nf = checks.array("n_failure", n_failure, low=0, low_open=True)
     return np.sqrt(ns / nf)

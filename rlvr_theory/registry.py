@@ -24,7 +24,8 @@ ValueError: shape: unknown shape 'circle'; allowed: square
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Registry"]
 
@@ -72,23 +73,28 @@ class Registry(Generic[T]):
 
     @contextlib.contextmanager
     def registered(self, obj: T, *, name: str | None = None) -> Iterator[T]:
-        """Context manager: ``obj`` is registered inside the ``with`` block only (for tests)."""
-        self.register(obj, name=name)
+        """Context manager: ``obj`` is registered inside the ``with`` block only (for tests).
+
+        An object that was already registered under that name stays registered afterwards.
+        """
         key = name if name is not None else self._key(obj)
+        was_there = key in self._entries
+        self.register(obj, name=name)
         try:
             yield obj
         finally:
-            self._entries.pop(key, None)
+            if not was_there:
+                self._entries.pop(key, None)
 
     # -------------------------------------------------------------- reading
     def get(self, name: str, *, arg: str | None = None) -> T:
         """The object registered as ``name``; ``ValueError`` naming ``arg`` (default: the
-        kind) and the allowed names otherwise."""
+        kind) and the allowed names (sorted, whatever the order of :meth:`names`) otherwise."""
         try:
             return self._entries[name]
         except (KeyError, TypeError):
             raise ValueError(f"{arg or self.kind}: unknown {self.kind} {name!r}; "
-                             f"allowed: {', '.join(self.names()) or 'none registered'}") from None
+                             f"allowed: {', '.join(sorted(self._entries)) or 'none registered'}") from None
 
     def names(self) -> list[str]:
         """The registered names (sorted, or in registration order)."""

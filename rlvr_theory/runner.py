@@ -44,7 +44,8 @@ import re
 import sys
 import types
 import typing
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 __all__ = [
     "run", "console", "error_message", "add_param_option", "parse_params", "add_threads_option",
@@ -143,14 +144,15 @@ def console(prog: str, build_parser: Callable[[], argparse.ArgumentParser], *,
 
 # --------------------------------------------------------------- --param
 def add_param_option(parser: argparse.ArgumentParser, *, of: str = "advantage",
-                     json_alias: str | None = None) -> None:
+                     json_alias: str | None = None, help: str | None = None) -> None:
     """A repeatable ``--param NAME=VALUE`` (dest ``param``, a list of strings).
 
     ``json_alias`` (e.g. ``"--advantage-params"``) adds the deprecated JSON-object spelling;
-    its pairs are appended to the same list (see :func:`parse_params`).
+    its pairs are appended to the same list (see :func:`parse_params`).  ``help`` replaces
+    the default help text.
     """
     parser.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
-                        help=f"{of} parameter, repeatable (e.g. --param delta=0.5)")
+                        help=help or f"{of} parameter, repeatable (e.g. --param delta=0.5)")
     if json_alias:
         parser.add_argument(json_alias, dest="param", action=_JSONParams, default=None, metavar="JSON",
                             help="deprecated: the same as --param, as one JSON object")
@@ -198,15 +200,21 @@ def parse_params(items: Iterable[str] | None) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- threads
 def default_threads() -> int:
-    """Default for ``--threads``: 1.
+    """Default for ``--threads``: half the CPU cores this process may use, at least 1.
 
-    Measured on the 2-core machine this toolkit is tested on (``docs/cli.md``): with the
-    machine busy, torch's own default (one thread per core) made ``rlvr-sim categorical
-    --preset fgrpo-fig4-small`` ~12x slower than one thread, while on an idle machine two
-    threads gained at most a few percent, because the simulators already batch their work.
-    Pass ``--threads N`` to use more cores on a machine you have to yourself.
+    Measured on the 2-core machine the toolkit is tested on (``rlvr-sim categorical --preset
+    fgrpo-fig4-small``, numbers in ``docs/cli.md``): with both cores busy with other work, two
+    threads took 167 s and one thread 50 s (oversubscribed OpenMP threads wait on each other);
+    on a nearly idle machine two threads took 10.8 s and one 13.6 s.  Half the cores never
+    oversubscribes a machine shared with one other job of the same size and keeps most of the
+    speed of an idle one.  Pass ``--threads N`` to use every core of a machine you have to
+    yourself.
     """
-    return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores // 2)
 
 
 def add_threads_option(parser: argparse.ArgumentParser) -> None:
@@ -219,7 +227,8 @@ def apply_threads(n: int | None, *, explicit: bool = True) -> int | None:
     """Use ``n`` CPU threads (``None``: :func:`default_threads`) in torch and the BLAS pools.
 
     ``explicit=False`` (a command without ``--threads``) changes nothing.  Returns the number
-    set.  Torch is configured only if it is installed (it is imported here for that).
+    set.  Torch is not imported here (``rlvr-theory`` never loads it): a torch already loaded
+    is set directly, one loaded later reads ``OMP_NUM_THREADS``, set here.
     """
     if not explicit:
         return None
@@ -227,18 +236,15 @@ def apply_threads(n: int | None, *, explicit: bool = True) -> int | None:
 
     n = integer("threads", default_threads() if n is None else n, low=1)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(n)  # for worker processes started from here
+        os.environ[var] = str(n)  # read by torch and BLAS libraries loaded from now on, and by workers
     try:
         import threadpoolctl
 
-        threadpoolctl.threadpool_limits(n)
+        threadpoolctl.threadpool_limits(n)  # the BLAS / OpenMP libraries already loaded
     except ImportError:  # pragma: no cover - a dependency
         pass
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a dependency
-        return n
-    if torch.get_num_threads() != n:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.get_num_threads() != n:
         torch.set_num_threads(n)
     return n
 

@@ -1,6 +1,6 @@
-"""Sharpening and over-sharpening under KL-regularised RLVR (004 Sec. 2, App. A-G).
+"""Sharpening and over-sharpening under KL-regularised RLVR (Over-Sharpening Sec. 2, App. A-G).
 
-The output space of one query is a finite set of *modes* (004 Sec. 2.1).  Every array
+The output space of one query is a finite set of *modes* (Over-Sharpening Sec. 2.1).  Every array
 here has the modes on its **last axis**; leading axes are independent queries/batches
 and broadcast (no Python loops over them).
 
@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._checks import finite_array
+from . import checks
 
 __all__ = [
     "TOY_EMBEDDINGS",
@@ -63,14 +63,14 @@ __all__ = [
     "kernel_stats",
 ]
 
-#: fixed feature embeddings of the softmax toy (004 Sec. 2.4)
+#: fixed feature embeddings of the softmax toy (Over-Sharpening Sec. 2.4)
 TOY_EMBEDDINGS: dict[str, tuple[float, ...]] = {
     "Cat": (0.5, 0.5, 0.5, 0.1),
     "Persian": (0.75, 0.5, 0.25, 0.1),
     "Dog": (0.1, 0.1, 0.1, 0.9),
     "Siamese": (0.25, 0.5, 0.75, 0.1),
 }
-#: the three Siamese embeddings of the semantic-coupling experiment (004 Sec. 2.4, App. G)
+#: the three Siamese embeddings of the semantic-coupling experiment (Over-Sharpening Sec. 2.4, App. G)
 SIAMESE_VARIANTS: dict[str, tuple[float, ...]] = {
     "High": (0.25, 0.5, 0.75, 0.1),
     "Mid": (0.1, 0.5, 0.9, 0.1),
@@ -79,7 +79,7 @@ SIAMESE_VARIANTS: dict[str, tuple[float, ...]] = {
 
 
 class BinaryBatch(NamedTuple):
-    """Statistics of a batch with binary rewards (004 Theorem 2.3)."""
+    """Statistics of a batch with binary rewards (Over-Sharpening Theorem 2.3)."""
 
     p_plus: np.ndarray
     sigma: np.ndarray
@@ -96,28 +96,21 @@ class KernelStats(NamedTuple):
 
 
 # ----------------------------------------------------------------- checks
-_array = finite_array
-
-
 def _positive(name: str, x: Any) -> np.ndarray:
-    a = _array(name, x)
-    if np.any(a <= 0):
-        raise ValueError(f"{name} must be > 0, got {x!r}")
-    return a
+    return checks.array(name, x, low=0, low_open=True)
 
 
 def _probs(name: str, x: Any) -> np.ndarray:
-    a = _array(name, x, ndim=1)
-    if np.any(a < 0) or not np.allclose(a.sum(-1), 1.0, rtol=0, atol=1e-9):
+    """Probability vectors on the last axis: entries >= 0 summing to 1."""
+    a = checks.array(name, x, min_ndim=1, low=0)
+    if not np.allclose(a.sum(-1), 1.0, rtol=0, atol=1e-9):
         raise ValueError(f"{name} must hold probability vectors on the last axis (entries >= 0, summing to 1)")
     return a
 
 
 def _counts(x: Any) -> tuple[np.ndarray, np.ndarray]:
     """Counts N_i >= 0 (integers) on the last axis and the batch size G = Σ N_i >= 1."""
-    a = _array("counts", x, ndim=1)
-    if np.any(a < 0) or np.any(a != np.round(a)):
-        raise ValueError("counts must be integers >= 0 (times each mode appears in the batch)")
+    a = checks.array("counts", x, min_ndim=1, low=0, integer=True)
     G = a.sum(-1, keepdims=True)
     if np.any(G < 1):
         raise ValueError("counts must sum to G >= 1 on the last axis (a batch needs a sample)")
@@ -125,11 +118,10 @@ def _counts(x: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _mask(name: str, x: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """A boolean (or 0/1) mask over the modes, broadcast to ``shape``."""
     a = np.asarray(x)
     if a.dtype != np.bool_:
-        if not np.all(np.isin(a, (0, 1))):
-            raise ValueError(f"{name} must be a boolean mask over the modes (last axis)")
-        a = a.astype(bool)
+        a = checks.array(name, x, low=0, high=1, integer=True).astype(bool)
     try:
         return np.broadcast_to(a, shape)
     except ValueError:
@@ -160,7 +152,7 @@ def _beta(beta: Any) -> np.ndarray:
 
 # ------------------------------------------------------- Theorems 2.1 - 2.2
 def kl_optimal_policy(pi_ref: Any, advantages: Any, beta: Any) -> np.ndarray:
-    """Maximiser of the KL-regularised objective (004 Eq. 1-2, Theorem 2.1).
+    """Maximiser of the KL-regularised objective (Over-Sharpening Eq. 1-2, Theorem 2.1).
 
     ``π*(o) = π_ref(o)·exp(A(o)/β) / Z``,  ``Z = Σ_o π_ref(o)·exp(A(o)/β)``.
 
@@ -181,20 +173,20 @@ def kl_optimal_policy(pi_ref: Any, advantages: Any, beta: Any) -> np.ndarray:
         probability (Corollary 2.1, see :func:`is_moderate_sharpening`).
     """
     pi_ref = _probs("pi_ref", pi_ref)
-    adv = _array("advantages", advantages)
+    adv = checks.array("advantages", advantages)
     return _tilt(pi_ref, adv / _beta(beta))[0]
 
 
 def _batch_exponent(pi_ref: Any, counts: Any, advantages: Any, beta: Any) -> tuple[np.ndarray, ...]:
     pi_ref = _probs("pi_ref", pi_ref)
     N, G = _counts(counts)
-    adv = _array("advantages", advantages)
+    adv = checks.array("advantages", advantages)
     pi_ref, N, adv = _broadcast(pi_ref, N, adv)
     return pi_ref, N, adv, G, N * adv / (_beta(beta) * G)
 
 
 def batch_optimal_policy(pi_ref: Any, counts: Any, advantages: Any, beta: Any) -> np.ndarray:
-    """Batch-optimal policy ``π̂`` (004 Eq. 4, Theorem 2.2).
+    """Batch-optimal policy ``π̂`` (Over-Sharpening Eq. 4, Theorem 2.2).
 
     ``π̂(o_i) = π_ref(o_i)·exp(N_i A_i/(βG)) / Z'``, ``G = Σ_i N_i``: Theorem 2.1 with
     each advantage weighted by the empirical frequency ``N_i/G`` of its mode.  Unsampled
@@ -218,16 +210,25 @@ def batch_optimal_policy(pi_ref: Any, counts: Any, advantages: Any, beta: Any) -
     linear batch objective ``Σ_i π(o_i)·N_i A_i/G − β KL(π‖π_ref)`` (the proof of App. A with
     ``A`` replaced by ``N A/G``) and is the fixed point of App. B's update (Eq. 6); the tests
     check both.
+
+    Examples
+    --------
+    >>> from rlvr_theory import sharpening
+    >>> pi_ref = [0.5, 0.3, 0.2]
+    >>> sharpening.batch_optimal_policy(pi_ref, counts=[3, 1, 0], advantages=[0.5, -1.5, 0.0], beta=0.5)
+    array([0.75595805, 0.10120623, 0.14283572])
+    >>> 0.2 / float(sharpening.batch_partition(pi_ref, [3, 1, 0], [0.5, -1.5, 0.0], 0.5))  # unsampled: pi_ref/Z'
+    0.14283572
     """
     pi_ref, _, _, _, x = _batch_exponent(pi_ref, counts, advantages, beta)
     return _tilt(pi_ref, x)[0]
 
 
 def batch_partition(pi_ref: Any, counts: Any, advantages: Any, beta: Any, *, log: bool = False) -> np.ndarray:
-    """Batch partition function ``Z'(q) = Σ_j π_ref(o_j)·exp(N_j A_j/(βG))`` (004 Theorem 2.2).
+    """Batch partition function ``Z'(q) = Σ_j π_ref(o_j)·exp(N_j A_j/(βG))`` (Over-Sharpening Theorem 2.2).
 
     Same arguments as :func:`batch_optimal_policy`; returns shape ``counts.shape[:-1]``.
-    ``Z' > 1`` suppresses every unsampled mode: ``π̂(o_k) = π_ref(o_k)/Z'`` (004 Sec. 2.2).
+    ``Z' > 1`` suppresses every unsampled mode: ``π̂(o_k) = π_ref(o_k)/Z'`` (Over-Sharpening Sec. 2.2).
     ``log=True`` returns ``log Z'`` (finite where ``Z'`` itself would overflow).
     """
     pi_ref, _, _, _, x = _batch_exponent(pi_ref, counts, advantages, beta)
@@ -240,7 +241,7 @@ def batch_partition(pi_ref: Any, counts: Any, advantages: Any, beta: Any, *, log
 
 # -------------------------------------------------------------- Theorem 2.3
 def partition_lower_bound(pi_ref: Any, counts: Any, advantages: Any, beta: Any) -> np.ndarray:
-    """General lower bound of Theorem 2.3 (004, App. C): ``Z' ≥ 1 + (1/(βG))·Σ_i N_i A_i π_ref(o_i)``.
+    """General lower bound of Over-Sharpening Theorem 2.3 (App. C): ``Z' ≥ 1 + (1/(βG))·Σ_i N_i A_i π_ref(o_i)``.
 
     With binary advantages (``A_+`` on sampled correct, ``A_−`` on sampled incorrect modes)
     this is the paper's ``1 + [A_+ Σ_{S⁺} N_i π_ref − |A_−| Σ_{S⁻} N_j π_ref]/(βG)``; the
@@ -252,7 +253,7 @@ def partition_lower_bound(pi_ref: Any, counts: Any, advantages: Any, beta: Any) 
 
 
 def normalized_binary_advantages(counts: Any, correct: Any, *, ddof: int = 0) -> np.ndarray:
-    """Normalised binary advantages of each mode (004 Theorem 2.3): ``A_+ = (1−p⁺)/σ``, ``A_− = −p⁺/σ``.
+    """Normalised binary advantages of each mode (Over-Sharpening Theorem 2.3): ``A_+ = (1−p⁺)/σ``, ``A_− = −p⁺/σ``.
 
     ``p⁺ = Σ_{correct} N_i / G`` is the batch accuracy and ``σ = sqrt(p⁺(1−p⁺)·G/(G−ddof))``
     the empirical standard deviation of the 0/1 rewards — the GRPO advantage
@@ -283,8 +284,7 @@ def normalized_binary_advantages(counts: Any, correct: Any, *, ddof: int = 0) ->
 
 
 def _accuracy(counts: Any, correct: Any, ddof: int) -> tuple[np.ndarray, ...]:
-    if ddof not in (0, 1) or isinstance(ddof, bool):
-        raise ValueError(f"ddof must be 0 or 1, got {ddof!r}")
+    ddof = checks.choice("ddof", ddof, (0, 1))
     N, G = _counts(counts)
     ok = _mask("correct", correct, N.shape)
     if ddof and np.any(G < 2):
@@ -295,7 +295,7 @@ def _accuracy(counts: Any, correct: Any, ddof: int) -> tuple[np.ndarray, ...]:
 
 
 def binary_batch_stats(pi_ref: Any, counts: Any, correct: Any, *, ddof: int = 0) -> BinaryBatch:
-    """``p⁺``, ``σ`` and ``Δπ = π⁺_min − π⁻_max`` of a binary-reward batch (004 Theorem 2.3).
+    """``p⁺``, ``σ`` and ``Δπ = π⁺_min − π⁻_max`` of a binary-reward batch (Over-Sharpening Theorem 2.3).
 
     ``π⁺_min = min_{i∈S⁺} π_ref(o_i)`` over the *sampled* correct modes and
     ``π⁻_max = max_{j∈S⁻} π_ref(o_j)`` over the sampled incorrect ones.  Where ``S⁺`` or
@@ -316,7 +316,7 @@ def binary_batch_stats(pi_ref: Any, counts: Any, correct: Any, *, ddof: int = 0)
 
 
 def partition_lower_bound_binary(p_plus: Any, sigma: Any, delta_pi: Any, beta: Any) -> np.ndarray:
-    """Simplified bound of Theorem 2.3 (004): ``Z' ≥ 1 + p⁺(1−p⁺)·Δπ/(βσ)``.
+    """Simplified bound of Over-Sharpening Theorem 2.3: ``Z' ≥ 1 + p⁺(1−p⁺)·Δπ/(βσ)``.
 
     Valid for the normalised binary advantages of :func:`normalized_binary_advantages`
     (``σ`` the same standard deviation; ``p⁺, σ, Δπ`` from :func:`binary_batch_stats`).
@@ -329,25 +329,21 @@ def partition_lower_bound_binary(p_plus: Any, sigma: Any, delta_pi: Any, beta: A
     delta_pi : array_like in [-1, 1]
     beta : array_like > 0
     """
-    p = _array("p_plus", p_plus)
-    if np.any((p < 0) | (p > 1)):
-        raise ValueError(f"p_plus must lie in [0, 1], got {p_plus!r}")
-    s = _array("sigma", sigma)
-    d = _array("delta_pi", delta_pi)
-    if np.any(np.abs(d) > 1):
-        raise ValueError(f"delta_pi must lie in [-1, 1], got {delta_pi!r}")
+    p = checks.array("p_plus", p_plus, low=0, high=1)
+    s = checks.array("sigma", sigma, low=0)
+    d = checks.array("delta_pi", delta_pi, low=-1, high=1)
     b = _positive("beta", beta)
     p, s, d, b = _broadcast(p, s, d, b)
     coef = p * (1 - p)
-    if np.any(s < 0) or np.any((s == 0) & (coef > 0)):
-        raise ValueError("sigma must be >= 0, and > 0 wherever 0 < p_plus < 1")
+    if np.any((s == 0) & (coef > 0)):
+        raise ValueError("sigma must be > 0 wherever 0 < p_plus < 1")
     out = np.ones(p.shape)
     np.divide(coef * d, b * s, out=out, where=s > 0)
     return np.where(s > 0, 1.0 + out, 1.0)
 
 
 def is_moderate_sharpening(pi_new: Any, pi_ref: Any, correct: Any, *, atol: float = 1e-12) -> np.ndarray:
-    """Definition 2.1 (004): moderate sharpening iff no correct mode loses probability.
+    """Over-Sharpening Definition 2.1: moderate sharpening iff no correct mode loses probability.
 
     True where ``π_new(o) >= π_ref(o) − atol`` for every correct mode ``o`` (last axis);
     False means over-sharpening.  Returns a boolean array of shape ``pi_ref.shape[:-1]``.
@@ -355,14 +351,13 @@ def is_moderate_sharpening(pi_new: Any, pi_ref: Any, correct: Any, *, atol: floa
     new, ref = _probs("pi_new", pi_new), _probs("pi_ref", pi_ref)
     new, ref = _broadcast(new, ref)
     ok = _mask("correct", correct, ref.shape)
-    if not (isinstance(atol, (int, float)) and atol >= 0):
-        raise ValueError(f"atol must be a number >= 0, got {atol!r}")
+    atol = checks.number("atol", atol, low=0)
     return np.all(~ok | (new >= ref - atol), axis=-1)
 
 
 # -------------------------------------------------- Sec. 2.3, Corollary 2.2
 def target_shifts(counts: Any, advantages: Any, beta: Any) -> tuple[np.ndarray, np.ndarray]:
-    """NTK target logit shifts of a batch (004 Sec. 2.3, App. E).
+    """NTK target logit shifts of a batch (Over-Sharpening Sec. 2.3, App. E).
 
     ``y_i = N_i·|A(q, o_i)|/(βG)`` for every sample of mode ``i`` (the sign is absorbed
     into the gradient direction) and ``𝒜_sum = Σ_{s=1}^G y_s = Σ_i N_i·y_i``.
@@ -375,22 +370,18 @@ def target_shifts(counts: Any, advantages: Any, beta: Any) -> tuple[np.ndarray, 
         ``𝒜_sum``.
     """
     N, G = _counts(counts)
-    adv = _array("advantages", advantages)
+    adv = checks.array("advantages", advantages)
     N, adv = _broadcast(N, adv)
     y = N * np.abs(adv) / (_beta(beta) * G)
     return y, (N * y).sum(-1)
 
 
 def _coupling_args(n_seen: Any, y_seen: Any, a_sum: Any, G: Any) -> list[np.ndarray]:
-    G = _array("G", G)
-    if np.any(G < 1) or np.any(G != np.round(G)):
-        raise ValueError(f"G must be an integer >= 1 (the batch size), got {G!r}")
-    n = _array("n_seen", n_seen)
-    if np.any(n < 1) or np.any(n != np.round(n)) or np.any(n > G):
+    G = checks.array("G", G, low=1, integer=True)
+    n = checks.array("n_seen", n_seen, low=1, integer=True)
+    if np.any(n > G):
         raise ValueError(f"n_seen must be an integer in [1, G] (copies of o' in the batch), got {n_seen!r}")
-    y = _array("y_seen", y_seen)
-    if np.any(y < 0):
-        raise ValueError(f"y_seen must be >= 0, got {y_seen!r}")
+    y = checks.array("y_seen", y_seen, low=0)
     a = _positive("a_sum", a_sum)
     if np.any(n * y > a * (1 + 1e-12)):
         raise ValueError("a_sum must be >= n_seen·y_seen (it sums y over the whole batch)")
@@ -399,7 +390,7 @@ def _coupling_args(n_seen: Any, y_seen: Any, a_sum: Any, G: Any) -> list[np.ndar
 
 def coupling_ratio(n_seen: Any, y_seen: Any, a_sum: Any, G: Any, lam_min: Any, lam_max: Any,
                    rho_min: Any, rho_max: Any) -> np.ndarray:
-    """Semantic-coupling ratio ``R`` (004 Corollary 2.2, App. F), general form.
+    """Semantic-coupling ratio ``R`` (Over-Sharpening Corollary 2.2, App. F), general form.
 
     ``R`` is the Case-2 lower bound of Theorem 2.4 (a batch-seen mode ``o'``) divided by
     its Case-1 upper bound (a batch-unseen mode):
@@ -436,7 +427,7 @@ def coupling_ratio(n_seen: Any, y_seen: Any, a_sum: Any, G: Any, lam_min: Any, l
 
 
 def coupling_ratio_simplified(n_seen: Any, y_seen: Any, a_sum: Any, G: Any, lam_over_rho: Any) -> np.ndarray:
-    """Simplified ``R`` for a well-conditioned kernel (004 Corollary 2.2, App. F).
+    """Simplified ``R`` for a well-conditioned kernel (Over-Sharpening Corollary 2.2, App. F).
 
     ``R ≈ N_o'·[ y_k/𝒜_sum · (λ/ρ + G − 1) − 1 ]`` when ``λ_min ≈ λ_max ≈ λ`` and
     ``ρ_min ≈ ρ_max ≈ ρ`` (App. F's form; the main text drops the outer ``N_o'`` on the
@@ -445,17 +436,23 @@ def coupling_ratio_simplified(n_seen: Any, y_seen: Any, a_sum: Any, G: Any, lam_
     logit shifts is ``R + 1`` (the bound drops the non-negative ``ηρ·Σα`` term).
 
     Arguments as :func:`coupling_ratio`; ``lam_over_rho >= 1`` (Assumption 2.3).
+
+    Examples
+    --------
+    >>> from rlvr_theory import sharpening
+    >>> float(sharpening.coupling_ratio_simplified(2, 0.1, 1.0, 8, 1.4))  # R < 0: the unseen mode wins
+    -0.32
+    >>> float(sharpening.coupling_ratio_simplified(5, 5 / 36, 1.0, 8, 0.885 / 0.635))
+    0.828959
     """
     n, y, a, G = _coupling_args(n_seen, y_seen, a_sum, G)
-    lr = _array("lam_over_rho", lam_over_rho)
-    if np.any(lr < 1):
-        raise ValueError(f"lam_over_rho must be >= 1 (Assumption 2.3: λ >= ρ), got {lam_over_rho!r}")
+    lr = checks.array("lam_over_rho", lam_over_rho, low=1)  # Assumption 2.3: λ >= ρ
     n, y, a, G, lr = _broadcast(n, y, a, G, lr)
     return n * (y / a * (lr + G - 1) - 1)
 
 
 def logit_gradient_gram(embeddings: Any, labels: Any = None) -> np.ndarray:
-    """Gram matrix of the logit gradients of a linear softmax head (004 Sec. 2.3-2.4, App. G).
+    """Gram matrix of the logit gradients of a linear softmax head (Over-Sharpening Sec. 2.3-2.4, App. G).
 
     For logits ``f(x, o) = W[o]·e_x`` the gradient ``∇_W f(x, o) = onehot(o) ⊗ e_x``, so
     ``K[(x,o), (x',o')] = 1[o = o']·e_xᵀ e_x'``.  App. G's "kernel entries
@@ -472,7 +469,7 @@ def logit_gradient_gram(embeddings: Any, labels: Any = None) -> np.ndarray:
     -------
     ndarray, shape (..., n, n)
     """
-    e = _array("embeddings", embeddings, ndim=2)
+    e = checks.array("embeddings", embeddings, min_ndim=2)
     K = e @ np.swapaxes(e, -1, -2)
     if labels is None:
         return K
@@ -487,13 +484,13 @@ def logit_gradient_gram(embeddings: Any, labels: Any = None) -> np.ndarray:
 
 
 def kernel_stats(gram: Any) -> KernelStats:
-    """``λ_min, λ_max`` (diagonal) and ``ρ_min, ρ_max`` (off-diagonal) of a Gram matrix (004 Sec. 2.3).
+    """``λ_min, λ_max`` (diagonal) and ``ρ_min, ρ_max`` (off-diagonal) of a Gram matrix (Over-Sharpening Sec. 2.3).
 
     ``λ`` is "feature specificity", ``ρ`` "cross-similarity".  ``gram``: ``(..., n, n)``,
     ``n >= 2``; returns arrays of shape ``(...)``.  For App. G the matrix of
     ``[e_Persian, e_Siamese]`` gives ``λ_min = ‖e_Persian‖²`` and ``ρ = e_Persianᵀ e_Siamese``.
     """
-    K = _array("gram", gram, ndim=2)
+    K = checks.array("gram", gram, min_ndim=2)
     n = K.shape[-1]
     if K.shape[-2] != n or n < 2:
         raise ValueError(f"gram must be square (..., n, n) with n >= 2, got shape {K.shape}")

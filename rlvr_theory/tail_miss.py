@@ -1,16 +1,16 @@
 """Tail-miss probability of group sampling: active updates that miss a rare-correct mode.
 
-Source: F-GRPO (002) Sec. 3.1, Eq. 9-11, Lemma 3.1 and its proof (App. A); figures
-002 Fig. 1a, Fig. 2 and App. J / Fig. 5.
+Source: F-GRPO Sec. 3.1, Eq. 9-11, Lemma 3.1 and its proof (App. A); figures
+F-GRPO Fig. 1a, Fig. 2 and App. J / Fig. 5.
 
-Setting (002 Sec. 2.1, 3.1).  A prompt has success probability ``mu`` (μ_pos) and a
+Setting (F-GRPO Sec. 2.1, 3.1).  A prompt has success probability ``mu`` (μ_pos) and a
 rare-correct subset of probability ``tau`` (τ ≤ μ).  A group draws ``N`` i.i.d. rollouts;
 each is *rare-correct* with probability τ, *other-correct* with probability μ − τ and
 *wrong* with probability 1 − μ.  With ``X`` the number of correct rollouts:
 
 * the update is **active** (mixed rewards, non-zero group-relative advantages) on
-  ``A_N = {0 < X < N}``, ``Pr(A_N) = 1 − μ^N − (1 − μ)^N`` (002 Eq. 9);
-* the **tail-miss** event ``B_τ = A_N ∩ {no rare-correct rollout}`` has (002 Eq. 11)
+  ``A_N = {0 < X < N}``, ``Pr(A_N) = 1 − μ^N − (1 − μ)^N`` (F-GRPO Eq. 9);
+* the **tail-miss** event ``B_τ = A_N ∩ {no rare-correct rollout}`` has (F-GRPO Eq. 11)
   ``Pr(B_τ) = (1 − τ)^N − (μ − τ)^N − (1 − μ)^N``.
 
   Re-derivation: no rare rollout has probability ``(1−τ)^N``; given that, the group is
@@ -46,6 +46,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import checks
+
 __all__ = [
     "active",
     "coverage_factor",
@@ -64,61 +66,37 @@ _COUNTS = ("updates", "steps")
 
 
 # ----------------------------------------------------------------- validation
-def _floats(name: str, value: Any, allowed: str) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or an array of numbers in {allowed}, got {value!r}") from None
-    if np.asarray(value).dtype == bool:
-        raise ValueError(f"{name} must be a number in {allowed}, got a boolean")
-    return arr
-
-
-def _first_bad(arr: np.ndarray, bad: np.ndarray) -> Any:
-    return np.broadcast_to(arr, bad.shape)[bad].ravel()[0].item()
+def _values(name: str, value: Any, *, integer: bool = False, low: float | None = None,
+            high: float | None = None) -> np.ndarray:
+    """``value`` as a float64 array; a single number gets the scalar message of
+    :func:`checks.number` / :func:`checks.integer`, an array that of :func:`checks.array`."""
+    if np.ndim(value) == 0 and not isinstance(value, np.ndarray):
+        (checks.integer if integer else checks.number)(name, value, low=low, high=high)
+    return checks.array(name, value, integer=integer, low=low, high=high)
 
 
 def _check_mu(mu: Any) -> np.ndarray:
-    arr = _floats("mu", mu, "[0, 1]")
-    bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
-    if np.any(bad):
-        raise ValueError(f"mu must lie in [0, 1] (success probability), got {_first_bad(arr, bad)!r}")
-    return arr
+    """Success probability μ in [0, 1]."""
+    return _values("mu", mu, low=0, high=1)
 
 
 def _check_tau(tau: Any, mu: np.ndarray) -> np.ndarray:
-    arr = _floats("tau", tau, "[0, mu]")
+    """Rare-correct mass τ in [0, μ] (broadcasting against μ)."""
+    arr = _values("tau", tau)
     try:
         t, m = np.broadcast_arrays(arr, mu)
     except ValueError:
         raise ValueError(f"tau must broadcast against mu: shapes {arr.shape} and {mu.shape}") from None
-    bad = ~np.isfinite(t) | (t < 0) | (t > m)
+    bad = (t < 0) | (t > m)
     if np.any(bad):
         raise ValueError(f"tau must lie in [0, mu] (the rare-correct mass is part of the correct mass), "
                          f"got tau = {t[bad].ravel()[0].item()!r} with mu = {m[bad].ravel()[0].item()!r}")
     return arr
 
 
-def _check_int(name: str, value: Any, low: int, what: str) -> np.ndarray:
-    """Integer-valued float64 array >= low; integral floats are accepted, fractions refused."""
-    raw = np.asarray(value)
-    if raw.dtype == bool or raw.dtype.kind not in "iuf":
-        raise ValueError(f"{name} must be an integer >= {low} ({what}), got {value!r}")
-    arr = raw.astype(float)
-    bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr < low)
-    if np.any(bad):
-        raise ValueError(f"{name} must be an integer >= {low} ({what}), got {_first_bad(arr, bad)!r}")
-    return arr
-
-
 def _check_N(N: Any) -> np.ndarray:
-    return _check_int("N", N, 1, "the group size")
-
-
-def _check_count(count: str) -> str:
-    if count not in _COUNTS:
-        raise ValueError(f"count must be one of {', '.join(map(repr, _COUNTS))}, got {count!r}")
-    return count
+    """Group size: integer(s) >= 1 (integral floats accepted)."""
+    return _values("N", N, integer=True, low=1)
 
 
 def _args(mu: Any, tau: Any, N: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -163,7 +141,7 @@ def _reach(mu: np.ndarray, tau: np.ndarray, N: np.ndarray) -> np.ndarray:
 def active(mu: Any, N: Any) -> np.ndarray | float:
     """Probability that a group of ``N`` i.i.d. rollouts has mixed rewards.
 
-    ``Pr(A_N) = 1 − μ^N − (1 − μ)^N``, F-GRPO (002) Eq. 9: the group-relative update is
+    ``Pr(A_N) = 1 − μ^N − (1 − μ)^N``, F-GRPO Eq. 9: the group-relative update is
     non-zero ("active") iff ``0 < X < N`` correct rollouts.
 
     Parameters
@@ -188,7 +166,7 @@ def active(mu: Any, N: Any) -> np.ndarray | float:
 def coverage_factor(tau: Any, N: Any) -> np.ndarray | float:
     """Probability that none of ``N`` i.i.d. rollouts falls in a region of mass ``tau``: ``(1 − τ)^N``.
 
-    The "coverage factor" of F-GRPO (002) Sec. 3.1 (first term of Eq. 11), computed as
+    The "coverage factor" of F-GRPO Sec. 3.1 (first term of Eq. 11), computed as
     ``exp(N·log1p(−τ))`` so that ``τ = 1e-9`` is not rounded away.
 
     Parameters
@@ -203,10 +181,7 @@ def coverage_factor(tau: Any, N: Any) -> np.ndarray | float:
     float or ndarray
         Broadcast shape; decreasing in ``N`` (for ``τ > 0``).
     """
-    arr = _floats("tau", tau, "[0, 1]")
-    bad = ~np.isfinite(arr) | (arr < 0) | (arr > 1)
-    if np.any(bad):
-        raise ValueError(f"tau must lie in [0, 1], got {_first_bad(arr, bad)!r}")
+    arr = _values("tau", tau, low=0, high=1)
     n = _check_N(N)
     with np.errstate(divide="ignore"):
         return _out(np.asarray(np.exp(n * np.log1p(-arr))))
@@ -215,7 +190,7 @@ def coverage_factor(tau: Any, N: Any) -> np.ndarray | float:
 def probability(mu: Any, tau: Any, N: Any) -> np.ndarray | float:
     """Tail-miss probability ``Pr(B_τ)``: the update is active yet no rollout is rare-correct.
 
-    ``Pr(B_τ) = (1 − τ)^N − (μ − τ)^N − (1 − μ)^N``, F-GRPO (002) Lemma 3.1, Eq. 11
+    ``Pr(B_τ) = (1 − τ)^N − (μ − τ)^N − (1 − μ)^N``, F-GRPO Lemma 3.1, Eq. 11
     (proof App. A; re-derived in the module docstring).  Evaluated without cancellation
     (see the module docstring), exact to ~1e-13 relative for ``N ≤ 2^20``, ``τ ≥ 1e-9``.
 
@@ -224,7 +199,7 @@ def probability(mu: Any, tau: Any, N: Any) -> np.ndarray | float:
     mu : array_like
         Success probability μ_pos in [0, 1].
     tau : array_like
-        Rare-correct mass τ in [0, μ] (``ρ = τ/μ`` in 002's Fig. 2).
+        Rare-correct mass τ in [0, μ] (``ρ = τ/μ`` in F-GRPO's Fig. 2).
     N : array_like of int
         Group size, integer ≥ 1.
 
@@ -233,6 +208,14 @@ def probability(mu: Any, tau: Any, N: Any) -> np.ndarray | float:
     float or ndarray
         Broadcast shape; ``τ = 0`` gives :func:`active`; 0 at ``N = 1``, at ``τ = μ``
         and at ``μ = 1``.  Non-increasing in τ, log-concave (hence unimodal) in N.
+
+    Examples
+    --------
+    >>> from rlvr_theory import tail_miss
+    >>> tail_miss.probability(0.5, 0.1, 8)  # 0.9**8 - 0.4**8 - 0.5**8
+    0.4259056
+    >>> tail_miss.probability(0.64, 0.01, [2, 20, 2**15])  # rises with N, then decays like (1 - tau)**N
+    array([4.53600000e-001, 8.17809927e-001, 9.42012298e-144])
     """
     m, t, n = _args(mu, tau, N)
     return _out(_tail(m, t, n))
@@ -244,7 +227,7 @@ def reach_probability(mu: Any, tau: Any, N: Any) -> np.ndarray | float:
     ``Pr(A_N ∖ B_τ) = Pr(A_N) − Pr(B_τ) = 1 − (1−τ)^N − μ^N + (μ−τ)^N``: at least one
     rare-correct and at least one wrong rollout.  Only then does the rare mode receive a
     (positive) group-relative advantage.  Complement of Lemma 3.1 within ``A_N``
-    (F-GRPO (002) Sec. 3.1; beyond the paper), evaluated without cancellation.
+    (F-GRPO Sec. 3.1; beyond the paper), evaluated without cancellation.
 
     Parameters
     ----------
@@ -271,7 +254,7 @@ def _log_miss_given_active(m: np.ndarray, t: np.ndarray, n: np.ndarray) -> np.nd
 def miss_given_active(mu: Any, tau: Any, N: Any) -> np.ndarray | float:
     """``Pr(B_τ | A_N) = Pr(B_τ)/Pr(A_N)``: an active update misses the rare-correct mode.
 
-    F-GRPO (002) Lemma 3.1 divided by Eq. 9.  Where no update can be active
+    F-GRPO Lemma 3.1 divided by Eq. 9.  Where no update can be active
     (``Pr(A_N) = 0``: ``N = 1`` or ``μ ∈ {0, 1}``) the value is 1 by convention (no active
     update ever reaches the rare mode).  Computed as ``1 − Pr(reach)/Pr(A_N)`` or directly,
     whichever is free of cancellation.
@@ -300,7 +283,7 @@ class Peak(NamedTuple):
 def peak(mu: Any, tau: Any) -> Peak:
     """Group size ``N* ≥ 1`` maximising the tail-miss probability, and ``Pr(B_τ)`` there.
 
-    F-GRPO (002) Sec. 3.1, Fig. 1a, Fig. 2 ("stars mark peaks").  With ``s = 1 − τ``,
+    F-GRPO Sec. 3.1, Fig. 1a, Fig. 2 ("stars mark peaks").  With ``s = 1 − τ``,
     ``y = min(μ−τ, 1−μ)/s``, ``x = 1 − y``: ``Pr(B_τ) = s^N·g(N)``, ``g = 1 − x^N − y^N``.
     ``g`` is positive and concave on ``N > 1``, so ``log Pr(B_τ)`` is concave in ``N`` and
     the real maximiser is the unique root of
@@ -324,6 +307,14 @@ def peak(mu: Any, tau: Any) -> Peak:
         ``N``: integer-valued float64 (exact below 2^53; ties go to the smaller ``N``),
         ``value``: ``Pr(B_τ)`` at ``N``.  Where ``Pr(B_τ) ≡ 0`` (``τ = μ`` or ``μ = 1``)
         ``N = 1`` and ``value = 0``.
+
+    Examples
+    --------
+    >>> from rlvr_theory import tail_miss
+    >>> tail_miss.peak(0.5, 0.1)
+    Peak(N=4.0, value=0.568)
+    >>> tail_miss.peak(0.9, [0.1, 0.01, 0.001])  # a rarer mode: a later, higher peak
+    Peak(N=array([ 6., 23., 44.]), value=array([0.269296  , 0.72507017, 0.94769811]))
     """
     m = _check_mu(mu)
     t = _check_tau(tau, m)
@@ -385,7 +376,7 @@ class MonteCarlo(NamedTuple):
 
 def monte_carlo(mu: Any, tau: Any, N: Any, trials: int = 10_000,
                 seed: int | np.random.Generator | None = 0, *, chunk: int = 2_000_000) -> MonteCarlo:
-    """Simulate groups and estimate ``Pr(A_N)`` and ``Pr(B_τ)`` (check of 002 Eq. 9, Lemma 3.1).
+    """Simulate groups and estimate ``Pr(A_N)`` and ``Pr(B_τ)`` (check of F-GRPO Eq. 9, Lemma 3.1).
 
     Each trial draws the category counts of one group of ``N`` rollouts from
     ``Multinomial(N; τ, μ − τ, 1 − μ)`` (rare-correct, other-correct, wrong), one
@@ -411,11 +402,9 @@ def monte_carlo(mu: Any, tau: Any, N: Any, trials: int = 10_000,
         standard errors ``sqrt(p̂(1 − p̂)/trials)``.
     """
     m, t, n = _args(mu, tau, N)
-    trials_arr = _check_int("trials", trials, 1, "groups per configuration")
-    if trials_arr.ndim != 0:
-        raise ValueError(f"trials must be a single integer >= 1, got an array of shape {trials_arr.shape}")
-    trials = int(trials_arr)
-    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    trials = checks.integer("trials", trials, low=1)
+    chunk = checks.integer("chunk", chunk, low=1)
+    rng = checks.random_source("seed", seed)
     pvals = np.stack([t, m - t, 1.0 - m], axis=-1)
     pvals = np.clip(pvals, 0.0, 1.0)
     ni = n.astype(np.int64)
@@ -439,7 +428,7 @@ def monte_carlo(mu: Any, tau: Any, N: Any, trials: int = 10_000,
 def miss_streak(mu: Any, tau: Any, N: Any, T: Any, *, count: str = "updates") -> np.ndarray | float:
     """Probability that the rare-correct mode stays unreached through ``T`` consecutive updates.
 
-    Model (extends F-GRPO (002) Lemma 3.1 to repeated steps): training step
+    Model (extends F-GRPO Lemma 3.1 to repeated steps): training step
     ``t = 1, 2, ...`` draws a fresh group of ``N`` i.i.d. rollouts from a *fixed* policy
     (μ, τ held constant — the frozen-policy baseline of the lemma, no learning between
     steps).  A step is an *update* iff its group is active (``A_N``); an inactive step
@@ -468,12 +457,12 @@ def miss_streak(mu: Any, tau: Any, N: Any, T: Any, *, count: str = "updates") ->
         (convention of :func:`miss_given_active`).
     """
     m, t, n = _args(mu, tau, N)
-    T_arr = _check_int("T", T, 0, "number of updates or steps")
+    T_arr = _values("T", T, integer=True, low=0)
     try:
         np.broadcast(m, T_arr)
     except ValueError:
         raise ValueError(f"T must broadcast against mu, tau and N: shapes {T_arr.shape} and {m.shape}") from None
-    count = _check_count(count)
+    count = checks.choice("count", count, _COUNTS)
     with np.errstate(divide="ignore", invalid="ignore"):
         log_r = _log_miss_given_active(m, t, n) if count == "updates" else np.log1p(-_reach(m, t, n))
         out = np.exp(np.where(T_arr == 0, 0.0, T_arr * log_r))
@@ -502,10 +491,10 @@ def expected_steps(mu: Any, tau: Any, N: Any, *, count: str = "steps") -> np.nda
     -------
     float or ndarray
         Values ≥ 1; ``inf`` where the mode is never reached (``τ = 0``, ``μ = 1`` or
-        ``N = 1``).  Source: F-GRPO (002) Lemma 3.1 (per-step probabilities); beyond the paper.
+        ``N = 1``).  Source: F-GRPO Lemma 3.1 (per-step probabilities); beyond the paper.
     """
     m, t, n = _args(mu, tau, N)
-    count = _check_count(count)
+    count = checks.choice("count", count, _COUNTS)
     hit = _reach(m, t, n)
     num = np.ones_like(hit) if count == "steps" else _tail(m, np.zeros_like(m), n)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):

@@ -1,6 +1,6 @@
 """Weight-estimation variance, gradient noise and update quality of difficulty weights.
 
-FADE (000) Sec. 4.3 (Eq. 9-10, Fig. 7) and App. 14 (Eq. 27-31, Table 8, App. 14.1).
+FADE Sec. 4.3 (Eq. 9-10, Fig. 7) and App. 14 (Eq. 27-31, Table 8, App. 14.1).
 
 A difficulty weight ``w(p)`` is the positive mass ``m_S(p)`` (or ``m_F``) of a registered
 advantage (:mod:`rlvr_theory.advantages`): for Power α, ``w(p) = C·p(1−p)^α`` with the
@@ -61,7 +61,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -69,6 +70,7 @@ import sympy as sp
 from scipy.optimize import minimize_scalar
 
 from . import advantages as _adv
+from . import checks
 from . import masses as _masses
 from .advantages import Advantage
 
@@ -91,81 +93,46 @@ __all__ = [
 
 Signal = float | np.ndarray | Callable[[np.ndarray], Any]
 _CORRECTIONS = ("none", "eq9", "app14")
+_WHICH = ("m_S", "m_F")
+_METHODS = ("delta", "exact")
+_FORMS = ("batch", "product")
 
 
 # ------------------------------------------------------------------ checks
-def _check_which(which: str) -> str:
-    if which not in ("m_S", "m_F"):
-        raise ValueError(f"which must be 'm_S' or 'm_F', got {which!r}")
-    return which
-
-
-def _check_method(method: str) -> str:
-    if method not in ("delta", "exact"):
-        raise ValueError(f"method must be 'delta' or 'exact', got {method!r}")
-    return method
-
-
-def _check_correction(correction: str) -> str:
-    if correction not in _CORRECTIONS:
-        raise ValueError(f"correction must be one of {', '.join(map(repr, _CORRECTIONS))}, got {correction!r}")
-    return correction
-
-
-def _check_positive(name: str, value: Any) -> float:
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    if not ok or not math.isfinite(float(value)) or float(value) <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
-def _check_open_p(p: Any, name: str = "p") -> np.ndarray:
-    try:
-        arr = np.asarray(p, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or an array of numbers in the open interval (0, 1)") from None
-    if not np.all(np.isfinite(arr)) or np.any((arr <= 0) | (arr >= 1)):
-        raise ValueError(f"{name} must lie in the open interval (0, 1) (the noise v0 ∝ 1/(p(1-p)) is "
-                         f"infinite at the ends), got {p!r}")
-    return arr
+def _open_p(p: Any) -> np.ndarray:
+    """Solve rates in the open interval (0, 1): the noise ``v0 ∝ 1/(p(1−p))`` is infinite at the ends."""
+    return checks.array("p", p, low=0, high=1, low_open=True, high_open=True)
 
 
 def _signal(signal: Signal, p: np.ndarray) -> np.ndarray:
     """s(p) as an array of p's shape: a number, an array broadcastable to p, or a callable."""
+    s = checks.array("signal", signal(p) if callable(signal) else signal)
     try:
-        s = np.asarray(signal(p) if callable(signal) else signal, dtype=float)
-        s = np.broadcast_to(s, p.shape).astype(float)
-    except (TypeError, ValueError):
+        return np.broadcast_to(s, p.shape).astype(float)
+    except ValueError:
         raise ValueError(f"signal must be a number, an array broadcastable to p's shape {p.shape}, "
                          "or a callable p -> s(p)") from None
-    if not np.all(np.isfinite(s)):
-        raise ValueError("signal must be finite (no NaN or inf)")
-    return s
 
 
 def _distribution(p: Any, density: Any, M: Any) -> tuple[np.ndarray, np.ndarray, float]:
     """(p, prob, M): samples (density None, prob = 1/n, M defaults to n) or a grid with
     density weights (normalised; M required)."""
-    try:
-        pa = np.asarray(p, dtype=float).ravel()
-    except (TypeError, ValueError):
-        raise ValueError("p must be a number or an array of solve rates") from None
-    if pa.size == 0:
-        raise ValueError("p must hold at least one solve rate")
+    pa = checks.array("p", p, nonempty=True).ravel()
     if density is None:
         prob = np.full(pa.size, 1.0 / pa.size)
         M = pa.size if M is None else M
     else:
+        d = checks.array("density", density, low=0).ravel()
         try:
-            prob = np.broadcast_to(np.asarray(density, dtype=float).ravel(), pa.shape).astype(float)
-        except (TypeError, ValueError):
+            prob = np.broadcast_to(d, pa.shape).astype(float)
+        except ValueError:
             raise ValueError(f"density must be an array of p's size {pa.size}") from None
-        if not np.all(np.isfinite(prob)) or np.any(prob < 0) or prob.sum() <= 0:
-            raise ValueError("density must be finite, >= 0 and not all zero")
+        if prob.sum() <= 0:
+            raise ValueError("density must not be all zero")
         prob = prob / prob.sum()
         if M is None:
             raise ValueError("M is required with density: the number of prompts in the batch, a number > 0")
-    return pa, prob, _check_positive("M", M)
+    return pa, prob, checks.number("M", M, low=0, low_open=True)
 
 
 # ------------------------------------------------------------- the weights
@@ -219,7 +186,7 @@ def weight(adv: Advantage | str, p: Any, G: int | None = None, *, which: str = "
     adv : Advantage or str
         A registered advantage; for Power α use
         ``advantages.get("power_alpha", alpha=a, normalize=True)``, whose weight is
-        ``C·p(1−p)^α`` with ``C = (1+α)^(1+α)/(4α^α)`` (FADE (000) Eq. 27).
+        ``C·p(1−p)^α`` with ``C = (1+α)^(1+α)/(4α^α)`` (FADE Eq. 27).
     p : array_like
         Solve rates in [0, 1].
     G : int, optional
@@ -229,16 +196,16 @@ def weight(adv: Advantage | str, p: Any, G: int | None = None, *, which: str = "
 
     Returns
     -------
-    ndarray of ``p``'s shape.  Source: FADE (000) Sec. 4.3, App. 14 Eq. 27.
+    ndarray of ``p``'s shape.  Source: FADE Sec. 4.3, App. 14 Eq. 27.
     """
     m = _masses.closed_form(adv, p, G)
-    return m.m_S if _check_which(which) == "m_S" else m.m_F
+    return m.m_S if checks.choice("which", which, _WHICH) == "m_S" else m.m_F
 
 
 def weight_derivative(adv: Advantage | str, p: Any, G: int | None = None, *, which: str = "m_S") -> np.ndarray:
     """``w'(p)``, the sympy derivative of the registry's closed form, lambdified and cached.
 
-    For Power α it is ``C(1−p)^(α−1)[1 − (1+α)p]`` (FADE (000) Eq. 29), zero at the weight
+    For Power α it is ``C(1−p)^(α−1)[1 − (1+α)p]`` (FADE Eq. 29), zero at the weight
     mode ``1/(1+α)``.  At the ends of [0, 1] the one-sided limit is returned (``±inf`` where
     the weight has a vertical tangent, e.g. GRPO's ``sqrt(p(1−p))``).  Piecewise forms are
     differentiated away from their jumps.  Parameters as in :func:`weight`.
@@ -246,7 +213,7 @@ def weight_derivative(adv: Advantage | str, p: Any, G: int | None = None, *, whi
     adv = _masses.as_advantage(adv)
     pa = _masses.check_p(p)
     G = _masses.check_group_size(G, adv, required=False)
-    dw, _, f_dw, _ = _weight_sym(adv, G, _check_which(which))
+    dw, _, f_dw, _ = _weight_sym(adv, G, checks.choice("which", which, _WHICH))
     return _evaluate(f_dw, dw, pa)
 
 
@@ -261,7 +228,7 @@ def weight_variance(adv: Advantage | str, p: Any, G: int, *, which: str = "m_S",
     G : int
         Number of rollouts used to estimate ``p`` (>= 1, and >= the family's minimum).
     method : {"delta", "exact"}
-        ``"delta"``: ``w'(p)²·p(1−p)/G`` (FADE (000) Eq. 28; Eq. 30 for Power α:
+        ``"delta"``: ``w'(p)²·p(1−p)/G`` (FADE Eq. 28; Eq. 30 for Power α:
         ``C²p(1−p)^(2α−1)[1−(1+α)p]²/G``), with the one-sided limit at ``p ∈ {0, 1}``.
         ``"exact"``: ``Σ_x Binom(x; G, p)·(w(x/G) − E[w(p̂)])²`` with ``w`` the closed form
         (beyond the paper).  The two agree as ``G → ∞`` away from the weight mode (relative
@@ -271,12 +238,21 @@ def weight_variance(adv: Advantage | str, p: Any, G: int, *, which: str = "m_S",
     Returns
     -------
     ndarray of ``p``'s shape, >= 0.
+
+    Examples
+    --------
+    >>> from rlvr_theory import advantages, variance
+    >>> adv = advantages.get("power_alpha", alpha=3.0, normalize=True)
+    >>> variance.weight_variance(adv, [0.25, 0.5], G=16)  # 0 at the weight mode 1/(1+alpha)
+    array([0.        , 0.00548697])
+    >>> variance.weight_variance(adv, [0.25, 0.5], G=16, method="exact")
+    array([0.00168214, 0.0038221 ])
     """
     adv = _masses.as_advantage(adv)
     pa = _masses.check_p(p)
     G = _masses.check_group_size(G, adv)
-    which = _check_which(which)
-    if _check_method(method) == "delta":
+    which = checks.choice("which", which, _WHICH)
+    if checks.choice("method", method, _METHODS) == "delta":
         _, var_pq, _, f_var = _weight_sym(adv, G, which)
         return np.maximum(_evaluate(f_var, var_pq, pa), 0.0) / G
     return _exact_variance(weight(adv, np.arange(G + 1) / G, G, which=which), pa)
@@ -295,15 +271,22 @@ def relative_weight_variance(adv: Advantage | str, p: Any, G: int, *, which: str
     """Relative variance (squared coefficient of variation) ``Var(w(p̂))/w(p)²``.
 
     For Power α and ``method="delta"`` it is ``[1 − (1+α)p]²/(G p(1−p))``, independent of
-    ``C`` (FADE (000) Eq. 31): zero at the weight mode ``1/(1+α)``, growing quadratically in
+    ``C`` (FADE Eq. 31): zero at the weight mode ``1/(1+α)``, growing quadratically in
     α away from it.  Where ``w(p) = 0`` the result is ``inf`` if the variance is positive or
     ``p ∈ {0, 1}`` (the limit from inside for weights that vanish there, e.g. Eq. 31), and 0
     at an interior ``p`` where weight and variance both vanish (a weight that is locally
     zero, e.g. MC-GRPO's ``m_S`` above 1/2 with the delta method).  A weight that is
     identically zero (GRPO-N's ``m_S``) is refused.  Parameters as in :func:`weight_variance`.
+
+    Examples
+    --------
+    >>> from rlvr_theory import advantages, variance
+    >>> adv = advantages.get("power_alpha", alpha=3.0, normalize=True)
+    >>> variance.relative_weight_variance(adv, [0.1, 0.25, 0.5], G=16)  # [1 - 4p]**2 / (16 p(1 - p))
+    array([0.25, 0.  , 0.25])
     """
     adv = _masses.as_advantage(adv)
-    which = _check_which(which)
+    which = checks.choice("which", which, _WHICH)
     pa = _masses.check_p(p)
     G = _masses.check_group_size(G, adv)
     if _masses.lambdified(adv, G)[2][0 if which == "m_S" else 1].is_zero:
@@ -321,7 +304,7 @@ def relative_weight_variance(adv: Advantage | str, p: Any, G: int, *, which: str
 
 # ---------------------------------------------------------------- the noise
 def raw_noise(p: Any, G: int, *, sigma2: float = 1.0) -> np.ndarray:
-    """Raw per-prompt gradient variance ``v0(p) = σ²/(G p(1−p))`` (FADE (000) Eq. 9).
+    """Raw per-prompt gradient variance ``v0(p) = σ²/(G p(1−p))`` (FADE Eq. 9).
 
     The variance of the contrast ``∇̄_S − ∇̄_F`` of the mean score gradients of ``Gp``
     successes and ``G(1−p)`` failures with iid per-rollout noise of variance ``σ²``:
@@ -330,7 +313,7 @@ def raw_noise(p: Any, G: int, *, sigma2: float = 1.0) -> np.ndarray:
     """
     pa = _masses.check_p(p)
     G = _masses.check_group_size(G)
-    sigma2 = _check_positive("sigma2", sigma2)
+    sigma2 = checks.number("sigma2", sigma2, low=0, low_open=True)
     with np.errstate(divide="ignore"):
         return sigma2 / (G * pa * (1.0 - pa))
 
@@ -347,7 +330,7 @@ def _noise(w: np.ndarray, var_w: np.ndarray, s: np.ndarray, v0: np.ndarray, corr
 
 def update_noise(adv: Advantage | str, p: Any, G: int, signal: Signal, *, sigma2: float = 1.0,
                  correction: str = "eq9", which: str = "m_S", method: str = "delta") -> np.ndarray:
-    """Total per-update noise ``Var(w(p̂)ĝ)`` of one prompt (FADE (000) Eq. 9).
+    """Total per-update noise ``Var(w(p̂)ĝ)`` of one prompt (FADE Eq. 9).
 
     Parameters
     ----------
@@ -370,9 +353,9 @@ def update_noise(adv: Advantage | str, p: Any, G: int, signal: Signal, *, sigma2
         How ``Var(w(p̂))`` is computed (:func:`weight_variance`).
     """
     adv = _masses.as_advantage(adv)
-    pa = _check_open_p(p)
+    pa = _open_p(p)
     G = _masses.check_group_size(G, adv)
-    correction = _check_correction(correction)
+    correction = checks.choice("correction", correction, _CORRECTIONS)
     s = _signal(signal, pa)
     v0 = raw_noise(pa, G, sigma2=sigma2)
     var_w = weight_variance(adv, pa, G, which=which, method=method)
@@ -381,7 +364,7 @@ def update_noise(adv: Advantage | str, p: Any, G: int, signal: Signal, *, sigma2
 
 def kish_neff(adv: Advantage | str, p: Any, *, density: Any = None, M: float | None = None,
               G: int | None = None, which: str = "m_S") -> float:
-    """Kish's effective sample size ``N_eff = M·(E_f[w])²/E_f[w²] <= M`` (FADE (000) Eq. 10).
+    """Kish's effective sample size ``N_eff = M·(E_f[w])²/E_f[w²] <= M`` (FADE Eq. 10).
 
     Parameters
     ----------
@@ -400,6 +383,15 @@ def kish_neff(adv: Advantage | str, p: Any, *, density: Any = None, M: float | N
     Returns
     -------
     float in ``[0, M]``; ``M`` for a constant weight; 0 if the weight vanishes on ``f``.
+
+    Examples
+    --------
+    >>> from rlvr_theory import advantages, variance
+    >>> p = [0.1, 0.25, 0.5, 0.9]  # four prompts
+    >>> variance.kish_neff(advantages.get("power_alpha", alpha=3.0), p)  # peaked weight: fewer effective prompts
+    2.873028
+    >>> variance.kish_neff("grpo", p)
+    3.805875
     """
     pa, prob, M = _distribution(p, density, M)
     w = weight(adv, pa, G, which=which)
@@ -424,7 +416,7 @@ def _quality(w, var_w, s, v0, prob, M, correction, form) -> float:
 def update_quality(adv: Advantage | str, p: Any, G: int, signal: Signal, *, density: Any = None,
                    M: float | None = None, sigma2: float = 1.0, correction: str = "app14",
                    method: str = "delta", form: str = "batch", which: str = "m_S") -> float:
-    """Update quality ``Q(w)`` over a difficulty distribution (FADE (000) Eq. 10).
+    """Update quality ``Q(w)`` over a difficulty distribution (FADE Eq. 10).
 
     ``form="batch"`` (default, our reading of Eq. 10; see the module docstring):
     ``Q = M·(E_f[w s])²/E_f[Var(w(p̂)ĝ)] = N_eff × (E_f[ws]/E_f[w])²/(E_f[w²v_eff]/E_f[w²])``,
@@ -443,12 +435,11 @@ def update_quality(adv: Advantage | str, p: Any, G: int, signal: Signal, *, dens
         ``Var(w)/w²·(s² + v)`` of App. 14.
     """
     adv = _masses.as_advantage(adv)
-    if form not in ("batch", "product"):
-        raise ValueError(f"form must be 'batch' or 'product', got {form!r}")
+    form = checks.choice("form", form, _FORMS)
     pa, prob, M = _distribution(p, density, M)
-    pa = _check_open_p(pa)
+    pa = _open_p(pa)
     G = _masses.check_group_size(G, adv)
-    correction = _check_correction(correction)
+    correction = checks.choice("correction", correction, _CORRECTIONS)
     s = _signal(signal, pa)
     v0 = raw_noise(pa, G, sigma2=sigma2)
     w = weight(adv, pa, G, which=which)
@@ -464,7 +455,7 @@ def enrichment_threshold(adv: Advantage | str, p: Any, *, p_bar: float = 0.5, G:
     With iid rollout noise (``v0 ∝ 1/(p(1−p))``) the Q-optimal weight is ``∝ s/v0``, so
     ``w`` does not over-weight ``p`` relative to ``p̄`` iff
     ``s(p)/s(p̄) >= w(p)v0(p)/(w(p̄)v0(p̄))``.  For Power α (any ``C``) this is
-    ``((1−p)/(1−p̄))^(α−1)``: ``[2(1−p)]²`` for α = 3 at ``p̄ = 1/2`` (FADE (000) App. 14,
+    ``((1−p)/(1−p̄))^(α−1)``: ``[2(1−p)]²`` for α = 3 at ``p̄ = 1/2`` (FADE App. 14,
     Table 8; 2.25 at α = 3's mode p = 0.25, Sec. 4.3).  At the threshold α = 3 is the
     Q-maximising Power α for the batch ``{p, p̄}`` (tested).
 
@@ -477,8 +468,8 @@ def enrichment_threshold(adv: Advantage | str, p: Any, *, p_bar: float = 0.5, G:
     ``p`` and ``p_bar`` in (0, 1); ``w(p̄)`` must be > 0.
     """
     adv = _masses.as_advantage(adv)
-    pa = _check_open_p(p)
-    pb = float(_check_open_p(p_bar, "p_bar"))
+    pa = _open_p(p)
+    pb = checks.number("p_bar", p_bar, low=0, high=1, low_open=True, high_open=True)
     w = weight(adv, pa, G, which=which)
     wb = float(weight(adv, pb, G, which=which))
     if wb <= 0:
@@ -493,14 +484,14 @@ def enrichment_threshold(adv: Advantage | str, p: Any, *, p_bar: float = 0.5, G:
 
 def enrichment_table(p: Sequence[float] = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5), *,
                      alpha: float = 3.0, p_bar: float = 0.5, G_values: Sequence[int] = (8, 16)) -> pd.DataFrame:
-    """FADE (000) Table 8 regenerated: minimum ``s(p)/s(p̄)`` for Power α to beat GRPO.
+    """FADE Table 8 regenerated: minimum ``s(p)/s(p̄)`` for Power α to beat GRPO.
 
     Long form, one row per ``(p, G)``: ``p``, ``p_bar``, ``alpha``, ``G`` (``inf`` for the
     paper's ``G = ∞``), ``threshold`` (:func:`enrichment_threshold`), ``threshold_inf`` and
     ``easing = 1 − threshold/threshold_inf`` (> 0 where finite ``G`` lowers the multiplier).
     """
     adv = _adv.get("power_alpha", alpha=alpha, normalize=True)
-    pa = np.atleast_1d(_check_open_p(p)).ravel()
+    pa = np.atleast_1d(_open_p(p)).ravel()
     base = enrichment_threshold(adv, pa, p_bar=p_bar)
     frames = []
     for G in (None, *G_values):
@@ -513,25 +504,21 @@ def enrichment_table(p: Sequence[float] = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35
 
 # ------------------------------------------------------ App. 14.1 sweet spot
 def sweet_spot(c: Any) -> np.ndarray:
-    """Maximiser of ``SNR²(p) ∝ s(p)²·p(1−p)`` for ``s(p) = e^(−cp)`` (FADE (000) App. 14.1).
+    """Maximiser of ``SNR²(p) ∝ s(p)²·p(1−p)`` for ``s(p) = e^(−cp)`` (FADE App. 14.1).
 
     Setting the derivative of ``−2cp + log p + log(1−p)`` to zero gives
     ``2c p² − 2(1+c)p + 1 = 0``, whose root in (0, 1) is
     ``p*(c) = 1/((1+c) + sqrt(1+c²))`` (stable form; 1/2 for flat signal ``c = 0``,
     ``(3 − √5)/2 = 0.382`` at c = 0.5, ``1 − 1/√2 = 0.293`` at c = 1).  ``c`` any finite real.
     """
-    ca = np.asarray(c, dtype=float)
-    if not np.all(np.isfinite(ca)):
-        raise ValueError(f"c must be finite, got {c!r}")
+    ca = checks.array("c", c)
     return 1.0 / ((1.0 + ca) + np.sqrt(1.0 + ca**2))
 
 
 def alpha_for_mode(p: Any) -> np.ndarray:
     """The Power α whose weight ``p(1−p)^α`` peaks at ``p``: ``α = 1/p − 1`` (mode ``1/(1+α)``,
-    FADE (000) Sec. 4.3, App. 14).  ``p`` in (0, 1]."""
-    pa = np.asarray(p, dtype=float)
-    if not np.all(np.isfinite(pa)) or np.any((pa <= 0) | (pa > 1)):
-        raise ValueError(f"p must lie in (0, 1], got {p!r}")
+    FADE Sec. 4.3, App. 14).  ``p`` in (0, 1]."""
+    pa = checks.array("p", p, low=0, high=1, low_open=True)
     return 1.0 / pa - 1.0
 
 
@@ -576,21 +563,25 @@ def optimal_alpha(signal: Signal, G: int, *, correction: str = "app14", sigma2: 
     Returns
     -------
     float: the maximiser (bounded scalar search; Q is unimodal in α in the cases tested).
-    Source: FADE (000) Sec. 4.3, App. 14, App. 14.1.
+    Source: FADE Sec. 4.3, App. 14, App. 14.1.
     """
     G = _masses.check_group_size(G)
-    correction = _check_correction(correction)
-    method = _check_method(method)
-    sigma2 = _check_positive("sigma2", sigma2)
-    lo, hi = (float(b) for b in bounds)
-    if not (math.isfinite(lo) and math.isfinite(hi) and 0 <= lo < hi):
-        raise ValueError(f"bounds must be two finite numbers 0 <= low < high, got {bounds!r}")
+    correction = checks.choice("correction", correction, _CORRECTIONS)
+    method = checks.choice("method", method, _METHODS)
+    sigma2 = checks.number("sigma2", sigma2, low=0, low_open=True)
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds must be a pair (low, high), got {bounds!r}") from None
+    lo = checks.number("bounds[0]", lo, low=0)
+    hi = checks.number("bounds[1]", hi, low=lo, low_open=True)
+    xatol = checks.number("xatol", xatol, low=0, low_open=True)
     if p is None:
         if density is not None:
             raise ValueError("density needs its grid p")
         p = (np.arange(2000) + 0.5) / 2000
     pa, prob, _ = _distribution(p, density, 1.0)
-    pa = _check_open_p(pa)
+    pa = _open_p(pa)
     s = _signal(signal, pa)
     v0 = raw_noise(pa, G, sigma2=sigma2)
     f_w, f_dw = _power_alpha_parametric()
@@ -610,7 +601,7 @@ def optimal_alpha(signal: Signal, G: int, *, correction: str = "app14", sigma2: 
 
 def sweet_spot_table(c: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), G: Sequence[int] = (8, 16), *,
                      sigma2: float = 1.0, correction: str = "app14", method: str = "delta") -> pd.DataFrame:
-    """FADE (000) App. 14.1: sweet spot and α for ``s(p) = e^(−cp)`` over a uniform ``f``.
+    """FADE App. 14.1: sweet spot and α for ``s(p) = e^(−cp)`` over a uniform ``f``.
 
     One row per ``(c, G)``: ``c``, ``G``, ``p_star`` (:func:`sweet_spot`), ``alpha_mode``
     (``1/p* − 1``, the α whose weight mode sits at the sweet spot), ``alpha_known``

@@ -1,22 +1,22 @@
 """Batched simulator of a softmax (categorical) policy over ``K`` actions trained with group sampling.
 
-Setting of F-GRPO (002) Sec. 5.1 and App. J (after Hu et al. 2025): ``K`` actions, a subset
+Setting of F-GRPO Sec. 5.1 and App. J (after Hu et al. 2025): ``K`` actions, a subset
 ``A+`` of them correct (reward ``R_c``), the rest incorrect (reward ``R_w``); policy
 ``π = softmax(z / T)`` over free logits ``z``.  Each step, per configuration:
 
 1. draw ``N`` i.i.d. actions from ``π`` (:func:`sample_counts`, exact; counts per action);
 2. ``X`` = number of correct draws, ``p̂ = X/N``; per-outcome advantages ``A_c, A_w`` from the
    registry :mod:`rlvr_theory.advantages` (default ``dr_grpo`` = the mean baseline
-   ``r̃_j = R_j − (1/N)Σ_k R_k`` of 002 App. J), times the focal weight ``g = (1 − p̂)^γ``
-   (002 Eq. 15-16);
+   ``r̃_j = R_j − (1/N)Σ_k R_k`` of F-GRPO App. J), times the focal weight ``g = (1 − p̂)^γ``
+   (F-GRPO Eq. 15-16);
 3. ascend one of three surrogates (``S_i = Σ_{j: a_j = i} A_j``, ``C = Σ_j A_j``; gradients in
    ``u = z/T``, the ``z``-gradient is ``1/T`` times these):
 
    * ``"logprob"`` — REINFORCE ``(1/N)Σ_j A_j log π(a_j)``: ``g_i = (S_i − C π_i)/N``
-     (001 Lemma 1; :func:`rlvr_theory.categorical.logit_update` with ``η = 1``);
-   * ``"prob"`` — the probability surrogate of 002 App. J, ``ℒ = (1/N)Σ_j r̃_j π(a_j)``:
+     (Two-Stage Lemma 1; :func:`rlvr_theory.categorical.logit_update` with ``η = 1``);
+   * ``"prob"`` — the probability surrogate of F-GRPO App. J, ``ℒ = (1/N)Σ_j r̃_j π(a_j)``:
      ``g_i = π_i(S_i − Σ_k π_k S_k)/N``;
-   * ``"trpo"`` — the TRPO linear surrogate of 002 Eq. 7 on the distinct sampled support,
+   * ``"trpo"`` — the TRPO linear surrogate of F-GRPO Eq. 7 on the distinct sampled support,
      ``g_i = g·π_i(R_i − S_R)/N`` with ``R_i ∈ {R_c, R_w}`` for sampled and ``0`` for unsampled
      actions (:func:`rlvr_theory.categorical.surrogate_logit_update`; uses rewards, not the
      registry advantage — only the focal weight applies);
@@ -24,12 +24,12 @@ Setting of F-GRPO (002) Sec. 5.1 and App. J (after Hu et al. 2025): ``K`` action
    ``m̂/(√v̂ + ε)``).
 
 Metrics (every ``record_every`` steps): ``Q_pos = Σ_{a∈A+} π(a)``; the retained positive mass
-``M_ret = 1 − Σ_{a∈A+} max(0, π_0(a) − π_t(a)) / Σ_{a∈A+} π_0(a)`` (002 App. J Eq. 26);
-entropy; anchor probability; ``Q_u_pos`` (correct mass not drawn in this step, 002 Eq. 12);
+``M_ret = 1 − Σ_{a∈A+} max(0, π_0(a) − π_t(a)) / Σ_{a∈A+} π_0(a)`` (F-GRPO App. J Eq. 26);
+entropy; anchor probability; ``Q_u_pos`` (correct mass not drawn in this step, F-GRPO Eq. 12);
 ``frac_lost`` (fraction of correct actions with ``π_t < π_0``).  With ``predict=True`` the
 one-step predictions of :mod:`rlvr_theory` are recorded next to the measured change of the
-same step: ``dQ_pos_first_order`` (002 Eq. 21 applied to the actual step),
-``dQ_pos_eq8`` (002 Eq. 8, the SGD/TRPO-surrogate prediction with the configured ``η``),
+same step: ``dQ_pos_first_order`` (F-GRPO Eq. 21 applied to the actual step),
+``dQ_pos_eq8`` (F-GRPO Eq. 8, the SGD/TRPO-surrogate prediction with the configured ``η``),
 ``dH_first_order`` (``−Cov_π(log π, Δu)``, :func:`rlvr_theory.entropy.first_order_change`;
 FADE Theorem 13.1 without its drift term, see that module), and ``dQ_pos``, ``dH`` measured.
 
@@ -46,33 +46,40 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from analysis.spectra import resolve_device
+from analysis.runtime import resolve_device
 from rlvr_theory import advantages as _adv
 from rlvr_theory import categorical as _cat
+from rlvr_theory import checks, runner
 from rlvr_theory import entropy as _ent
 
 __all__ = ["Config", "PRESETS", "preset", "initial_logits", "sample_counts", "outcome_advantages",
-           "simulate", "resolve_device", "add_parser"]
+           "simulate", "add_parser"]
 
 SURROGATES = ("logprob", "prob", "trpo")
 OPTIMIZERS = ("sgd", "adam")
 
 
 # ------------------------------------------------------------------ configuration
+def _each(check: Any, name: str, values: Any, **bounds: Any) -> tuple:
+    """``check`` (:mod:`rlvr_theory.checks`) applied to every entry of a non-empty list: a tuple."""
+    checks.array(name, values, ndim=1, nonempty=True, allow_inf=True)  # the shape; entries below
+    return tuple(check(f"{name}[{i}]", v, **bounds) for i, v in enumerate(values))
+
+
 @dataclass(frozen=True)
 class Config:
     """One sweep of the categorical simulator (every setting recorded with the results).
 
-    Defaults reproduce F-GRPO (002) App. J: ``K = 128,000`` actions, ``n_correct = 10,000``,
+    Defaults reproduce F-GRPO App. J: ``K = 128,000`` actions, ``n_correct = 10,000``,
     logits ``5.0`` (one anchor correct action), ``3.0`` (other correct), ``0.0`` (incorrect),
     ``lr = 1e-2``, ``1,000`` steps, rewards ``(R_w, R_c) = (−1, +1)``.  ``N``, ``gamma``,
     ``seeds`` and ``lr`` are lists; the sweep is their Cartesian product.  ``logits`` (``K``
@@ -104,42 +111,38 @@ class Config:
     record_probs: bool = False
     rewards: tuple[float, ...] | None = None
 
-    def validate(self) -> "Config":
-        """Raise ``ValueError`` naming the first bad field and its allowed range."""
-        def ints(name, vals, low):
-            if not vals or any(isinstance(v, bool) or int(v) != v or v < low for v in vals):
-                raise ValueError(f"{name} must be a non-empty list of integers >= {low}, got {vals!r}")
-        for name, low in (("K", 2), ("n_correct", 1), ("steps", 1), ("record_every", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-        if self.logits is not None:
-            if len(self.logits) != self.K or not all(math.isfinite(float(x)) for x in self.logits):
-                raise ValueError(f"logits must be None or K = {self.K} finite numbers, got {self.logits!r}")
-        if self.rewards is not None:
-            if len(self.rewards) != self.K or not all(math.isfinite(float(x)) for x in self.rewards):
-                raise ValueError(f"rewards must be None or K = {self.K} finite numbers (one per action), got {self.rewards!r}")
+    def validate(self) -> Config:
+        """Raise ``ValueError`` naming the first bad field and its allowed values.
+
+        Checks follow :mod:`rlvr_theory.checks` (integral floats and numpy integers are
+        accepted where an integer is expected, ``bool`` never); the integer and list fields are
+        stored back normalised (``K = 8.0`` becomes ``8``, ``N = [4, 16]`` becomes ``(4, 16)``).
+        Returns the configuration.
+        """
+        put = partial(object.__setattr__, self)  # frozen: store the normalised values
+        for name, low in (("K", 2), ("steps", 1), ("record_every", 1)):
+            put(name, checks.integer(name, getattr(self, name), low=low))
+        put("n_correct", checks.integer("n_correct", self.n_correct, low=1, high=self.K - 1))
+        for name in ("logits", "rewards"):
+            if getattr(self, name) is not None:
+                vals = checks.array(name, getattr(self, name), ndim=1)
+                if len(vals) != self.K:
+                    raise ValueError(f"{name} must be None or K = {self.K} finite numbers (one per action), "
+                                     f"got {len(vals)}")
         if self.record_probs and self.K > 64:
             raise ValueError(f"record_probs needs K <= 64 (one column per action), got K = {self.K}")
-        if self.n_correct >= self.K:
-            raise ValueError(f"n_correct must be in [1, K - 1] = [1, {self.K - 1}], got {self.n_correct}")
-        ints("N", self.N, 1)
-        ints("seeds", self.seeds, 0)
-        for name, vals, ok, what in (("gamma", self.gamma, lambda g: g >= 0, ">= 0"),
-                                     ("lr", self.lr, lambda g: g > 0, "> 0")):
-            if not vals or any(not math.isfinite(float(v)) or not ok(float(v)) for v in vals):
-                raise ValueError(f"{name} must be a non-empty list of finite numbers {what}, got {vals!r}")
+        put("N", _each(checks.integer, "N", self.N, low=1))
+        put("seeds", _each(checks.integer, "seeds", self.seeds, low=0))
+        put("gamma", _each(checks.number, "gamma", self.gamma, low=0))
+        put("lr", _each(checks.number, "lr", self.lr, low=0, low_open=True))
         for name in ("z_anchor", "z_correct", "z_incorrect"):
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"{name} must be a finite logit, got {getattr(self, name)!r}")
-        if self.surrogate not in SURROGATES:
-            raise ValueError(f"surrogate must be one of {', '.join(SURROGATES)}, got {self.surrogate!r}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if not (math.isfinite(self.temperature) and self.temperature > 0):
-            raise ValueError(f"temperature must be a finite number > 0, got {self.temperature!r}")
-        if not all(0 <= b < 1 for b in self.betas) or not self.eps > 0:
-            raise ValueError(f"betas must be in [0, 1) and eps > 0, got betas={self.betas!r}, eps={self.eps!r}")
+            checks.number(name, getattr(self, name))
+        checks.choice("surrogate", self.surrogate, SURROGATES)
+        checks.choice("optimizer", self.optimizer, OPTIMIZERS)
+        checks.number("temperature", self.temperature, low=0, low_open=True)
+        for b in self.betas:
+            checks.number("betas", b, low=0, high=1, high_open=True)
+        checks.number("eps", self.eps, low=0, low_open=True)
         adv = self.make_advantage()
         if self.rewards is not None and not adv.graded:
             ok = ", ".join(n for n in _adv.names() if _adv.registry()[n].graded)
@@ -151,8 +154,7 @@ class Config:
         return self
 
     def make_advantage(self) -> _adv.Advantage:
-        if self.advantage not in _adv.names():
-            raise ValueError(f"advantage must be one of {', '.join(_adv.names())}, got {self.advantage!r}")
+        """The registry advantage of this configuration (:func:`rlvr_theory.advantages.get`)."""
         return _adv.get(self.advantage, reward_values=self.reward_values, **self.advantage_params)
 
     def grid(self) -> pd.DataFrame:
@@ -168,7 +170,7 @@ class Config:
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # 002 App. J / Fig. 4: 17 N x 2 gamma x 4 seeds x 1,000 steps x 128,000 actions
+    # F-GRPO App. J / Fig. 4: 17 N x 2 gamma x 4 seeds x 1,000 steps x 128,000 actions
     "fgrpo-fig4": {},
     # same shape, three N (one per regime), one seed, fewer steps: the regression/CI preset
     "fgrpo-fig4-small": {"N": (4, 1024, 131_072), "seeds": (0,), "steps": 600, "record_every": 10},
@@ -191,7 +193,7 @@ def preset(name: str, **overrides: Any) -> Config:
 def initial_logits(cfg: Config) -> tuple[np.ndarray, np.ndarray]:
     """Initial logits ``[K]`` and correct mask ``[K]``: actions ``0..n_correct−1`` are correct.
 
-    ``cfg.logits`` when given (few-action toys), else 002 App. J: action 0 is the anchor
+    ``cfg.logits`` when given (few-action toys), else F-GRPO App. J: action 0 is the anchor
     (``z_anchor``), the other correct actions ``z_correct``, the incorrect ones ``z_incorrect``.
     """
     correct = np.zeros(cfg.K, dtype=bool)
@@ -347,6 +349,21 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
         measured one-step changes (NaN at the last row only: no step starts there).
     final : DataFrame
         The last row of each configuration.
+
+    Examples
+    --------
+    Ten actions, two of them correct, all equally likely at first (``Q_pos = 0.2``); group
+    sizes 4 and 16, five Adam steps with learning rate 0.1:
+
+    >>> cfg = Config(K=10, n_correct=2, z_anchor=0.0, z_correct=0.0, N=(4, 16), gamma=(0.0,),
+    ...              seeds=(0,), lr=(0.1,), steps=5, record_every=5)
+    >>> traj, final = simulate(cfg, device="cpu", dtype=torch.float64)
+    >>> traj[["N", "step", "Q_pos", "M_ret", "entropy"]].round(4)
+        N  step   Q_pos  M_ret  entropy
+    0   4     0  0.2000    1.0   2.3026
+    1   4     5  0.3110    1.0   2.2636
+    2  16     0  0.2000    1.0   2.3026
+    3  16     5  0.3842    1.0   2.2123
     """
     cfg.validate()
     dev = resolve_device(device)
@@ -360,7 +377,7 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(grid) * cfg.steps, desc="categorical", unit="config-step", unit_scale=True)
-    frames = [_run_block(cfg, grid, blk, dev, dtype, bar) for blk in blocks]
+    frames = [_Block(cfg, grid, blk, dev, dtype).run(bar) for blk in blocks]
     if bar is not None:
         bar.close()
     traj = pd.concat(frames, ignore_index=True)
@@ -371,146 +388,196 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
     return traj, final
 
 
-def _run_block(cfg: Config, grid: pd.DataFrame, groups: list[tuple[int, int, int]], dev: torch.device,
-               dtype: torch.dtype, bar: Any) -> pd.DataFrame:
-    """All steps of the configurations ``groups[0][1] : groups[-1][2]`` (contiguous rows of
-    ``grid``, whole group-size groups ``(N, lo, hi)``); returns their recorded rows."""
-    adv = cfg.make_advantage()
-    lo0, hi0 = groups[0][1], groups[-1][2]
-    sub = grid.iloc[lo0:hi0]
-    B, T, nc = len(sub), cfg.temperature, cfg.n_correct  # the correct actions are 0..nc-1
-    rw, rc = cfg.reward_values
-    z0, correct_np = initial_logits(cfg)
-    z = torch.tensor(z0, dtype=dtype, device=dev).repeat(B, 1)
-    rew = None if cfg.rewards is None else torch.tensor(cfg.rewards, dtype=torch.float64, device=dev)
-    Nt = torch.tensor(sub.N.to_numpy(), dtype=dtype, device=dev)
-    gam = torch.tensor(sub.gamma.to_numpy(), dtype=dtype, device=dev)
-    lr = torch.tensor(sub.lr.to_numpy(), dtype=dtype, device=dev)[:, None]
-    seeds = torch.tensor(sub.seed.to_numpy(), dtype=torch.int64, device=dev)
-    rows = [(n, slice(lo - lo0, hi - lo0)) for n, lo, hi in groups]
-    draws = [_Draws(sl.stop - sl.start, n, dev) for n, sl in rows]
-    if cfg.optimizer == "adam" and len(set(sub.lr)) == 1:
-        # torch's own Adam (fused kernel where available): one pass over z, m, v
-        opt = torch.optim.Adam([z], lr=float(sub.lr.iloc[0]), betas=cfg.betas, eps=cfg.eps, maximize=True,
-                               fused=True if dev.type in ("cpu", "cuda") else None)
-    else:
-        opt = None
-    m = torch.zeros_like(z) if cfg.optimizer == "adam" and opt is None else None
-    v = torch.zeros_like(z) if cfg.optimizer == "adam" and opt is None else None
-    b1, b2 = cfg.betas
+#: the one-step changes recorded with ``Config(predict=True)`` (NaN at the last row)
+_PREDICTED = ("dQ_pos", "dQ_pos_first_order", "dQ_pos_eq8", "dH", "dH_first_order")
 
-    # buffers reused every step (no large allocation in the loop)
-    ez = torch.empty_like(z)             # softmax(z/T), the policy
-    cdf = torch.empty(z.shape, dtype=torch.float64, device=dev)
-    g = torch.empty_like(z)
-    counts = torch.empty_like(z)
-    one = torch.ones((), dtype=dtype, device=dev)
-    idx = torch.empty(B, max(n for n, _ in rows), dtype=torch.int64, device=dev)
 
-    def policy() -> None:
-        """Refresh ``ez = softmax(z/T)`` and its float64 CDF ``cdf`` from ``z``."""
-        torch.softmax(z / T if T != 1 else z, -1, out=ez)
-        torch.cumsum(ez, -1, dtype=torch.float64, out=cdf)
+class _Block:
+    """The configurations of whole group-size groups ``(N, lo, hi)`` (contiguous rows of the grid),
+    advanced together; :meth:`run` is the training loop, one method per phase of a step:
 
-    policy()
-    p0c = ez[:, :nc].clone()
-    Q0 = p0c.sum(-1)
-    out: list[dict[str, np.ndarray]] = []
-    need_counts = cfg.surrogate == "trpo"
-    for t in range(cfg.steps + 1):
-        rec = t % cfg.record_every == 0 or t == cfg.steps
-        p = ez
-        if rec:
-            pending = _metrics(z / T if T != 1 else z, p, p0c, nc, Q0, cfg.record_probs)
-        # 1. exact group sampling, one batched call per group size: sorted draws, so the first X are correct
-        X = torch.empty(B, dtype=torch.int64, device=dev)
-        for (n, sl), dr in zip(rows, draws):
-            ix = dr.draw(cdf[sl], seeds[sl], t)
-            idx[sl, :n] = ix
-            X[sl] = torch.searchsorted(ix, torch.full((ix.shape[0], 1), nc, dtype=torch.int64, device=dev))[:, 0]
-        if rec or need_counts or cfg.predict:
-            counts.zero_()
-            for (n, sl), dr in zip(rows, draws):
-                counts[sl].scatter_add_(1, dr.idx, one.expand(dr.idx.shape))
-        extra: dict[str, np.ndarray] = {}
-        if rec:
-            extra["Q_u_pos"] = (p[:, :nc] * (counts[:, :nc] == 0)).sum(-1).double().cpu().numpy()
-        if t == cfg.steps:  # final state: its Q_u_pos is that of the draws a next step would make
-            out.append({"step": np.full(B, t), **_np(pending), **extra, **({} if not cfg.predict else {
-                k: np.full(B, np.nan) for k in ("dQ_pos", "dQ_pos_first_order", "dQ_pos_eq8", "dH", "dH_first_order")})})
-            break
-        if rec and cfg.predict:
-            sampled_np = counts.double().cpu().numpy()
-        # 2. advantages per outcome (registry) and focal weight
-        if rew is None:
+    :meth:`sample` (exact group sampling) → :meth:`advantages` (registry) →
+    :meth:`gradient` (the surrogate's ascent direction in ``z``, focal weight included) →
+    :meth:`optimizer_step` (SGD or Adam) → :meth:`refresh_policy`; on recorded steps
+    :meth:`metrics` before the step and :meth:`predictions` after it.
+    """
+
+    def __init__(self, cfg: Config, grid: pd.DataFrame, groups: list[tuple[int, int, int]], dev: torch.device,
+                 dtype: torch.dtype):
+        self.cfg, self.dev, self.dtype = cfg, dev, dtype
+        self.adv = cfg.make_advantage()
+        lo0, hi0 = groups[0][1], groups[-1][2]
+        self.sub = sub = grid.iloc[lo0:hi0]
+        self.B, self.T, self.nc = len(sub), cfg.temperature, cfg.n_correct  # the correct actions are 0..nc-1
+        z0, self.correct = initial_logits(cfg)
+        self.z = torch.tensor(z0, dtype=dtype, device=dev).repeat(self.B, 1)
+        self.rew = None if cfg.rewards is None else torch.tensor(cfg.rewards, dtype=torch.float64, device=dev)
+        self.Nt = torch.tensor(sub.N.to_numpy(), dtype=dtype, device=dev)
+        self.gam = torch.tensor(sub.gamma.to_numpy(), dtype=dtype, device=dev)
+        self.lr = torch.tensor(sub.lr.to_numpy(), dtype=dtype, device=dev)[:, None]
+        self.seeds = torch.tensor(sub.seed.to_numpy(), dtype=torch.int64, device=dev)
+        self.rows = [(n, slice(lo - lo0, hi - lo0)) for n, lo, hi in groups]
+        self.draws = [_Draws(sl.stop - sl.start, n, dev) for n, sl in self.rows]
+        self.one = torch.ones((), dtype=dtype, device=dev)
+        # buffers reused every step (no large allocation in the loop)
+        self.ez = torch.empty_like(self.z)  # softmax(z/T), the policy
+        self.cdf = torch.empty(self.z.shape, dtype=torch.float64, device=dev)
+        self.g = torch.empty_like(self.z)
+        self.counts = torch.empty_like(self.z)
+        self.opt = self.m = self.v = None
+        if cfg.optimizer == "adam" and len(set(sub.lr)) == 1:
+            # torch's own Adam (fused kernel where available): one pass over z, m, v
+            self.opt = torch.optim.Adam([self.z], lr=float(sub.lr.iloc[0]), betas=cfg.betas, eps=cfg.eps,
+                                        maximize=True, fused=True if dev.type in ("cpu", "cuda") else None)
+        elif cfg.optimizer == "adam":  # one learning rate per configuration: Adam written out
+            self.m, self.v = torch.zeros_like(self.z), torch.zeros_like(self.z)
+        self.refresh_policy()
+        self.p0c = self.ez[:, :self.nc].clone()
+        self.Q0 = self.p0c.sum(-1)
+
+    # ------------------------------------------------------------ the loop
+    def run(self, bar: Any = None) -> pd.DataFrame:
+        """All steps; the recorded rows (``config, step``, metrics) as a DataFrame."""
+        cfg, out = self.cfg, []
+        for t in range(cfg.steps + 1):
+            rec = t % cfg.record_every == 0 or t == cfg.steps
+            row = {"step": np.full(self.B, t), **self.metrics()} if rec else None
+            X = self.sample(t, counts=rec or cfg.surrogate == "trpo" or cfg.predict)
+            if rec:
+                row["Q_u_pos"] = self.unsampled_correct_mass()
+            if t == cfg.steps:  # final state: its Q_u_pos is that of the draws a next step would make
+                out.append(row | ({k: np.full(self.B, np.nan) for k in _PREDICTED} if cfg.predict else {}))
+                break
+            sampled = self.counts.double().cpu().numpy() if rec and cfg.predict else None
+            coef = torch.pow(1 - X.to(self.dtype) / self.Nt, self.gam) / (self.Nt * self.T)  # focal / N, 1/T for z = T u
+            self.gradient(X, coef)
+            z_before = self.z.clone() if sampled is not None else None
+            self.optimizer_step(t)
+            if sampled is not None:
+                row |= self.predictions(z_before, coef, sampled)
+            if rec:
+                out.append(row)
+            self.refresh_policy()
+            if bar is not None:
+                bar.update(self.B)
+        traj = pd.concat([pd.DataFrame(r) for r in out], ignore_index=True)
+        traj.insert(0, "config", np.tile(self.sub.config.to_numpy(), len(out)))
+        return traj
+
+    # ------------------------------------------------------------ policy and metrics
+    def refresh_policy(self) -> None:
+        """``ez = softmax(z/T)`` and its float64 CDF ``cdf`` from ``z``."""
+        torch.softmax(self.z / self.T if self.T != 1 else self.z, -1, out=self.ez)
+        torch.cumsum(self.ez, -1, dtype=torch.float64, out=self.cdf)
+
+    def metrics(self) -> dict[str, np.ndarray]:
+        """The recorded metrics of the current policy (:func:`_metrics`)."""
+        u = self.z / self.T if self.T != 1 else self.z
+        return _np(_metrics(u, self.ez, self.p0c, self.nc, self.Q0, self.cfg.record_probs))
+
+    def unsampled_correct_mass(self) -> np.ndarray:
+        """``Q_u_pos``: the correct mass not drawn by the current step (needs the counts)."""
+        nc = self.nc
+        return (self.ez[:, :nc] * (self.counts[:, :nc] == 0)).sum(-1).double().cpu().numpy()
+
+    def predictions(self, z_before: torch.Tensor, coef: torch.Tensor, sampled: np.ndarray) -> dict[str, np.ndarray]:
+        """The measured and predicted one-step changes of ``Q_pos`` and the entropy (float64)."""
+        T, correct = self.T, self.correct
+        zn, dzn = (z_before / T).double().cpu().numpy(), ((self.z - z_before) / T).double().cpu().numpy()
+        eta_eq8 = self.sub.lr.to_numpy() * (coef * self.Nt).double().cpu().numpy()
+        return {"dQ_pos": _cat.exact_subset_mass_change(zn, dzn, correct),
+                "dQ_pos_first_order": _cat.subset_mass_change(zn, dzn, correct),
+                "dQ_pos_eq8": _cat.delta_q_pos(zn, correct, sampled, eta_eq8, self.cfg.reward_values).total,
+                "dH": _ent.exact_change(zn, dzn),
+                "dH_first_order": _ent.first_order_change(zn, dzn)}
+
+    # ------------------------------------------------------------ one step
+    def sample(self, t: int, *, counts: bool) -> torch.Tensor:
+        """Exact group sampling of step ``t``, one batched call per group size; returns ``X`` (the
+        correct draws per configuration).  The sorted draws of group ``k`` stay in
+        ``draws[k].idx`` (the first ``X`` are correct); with ``counts`` also the counts per action."""
+        X = torch.empty(self.B, dtype=torch.int64, device=self.dev)
+        for (_, sl), dr in zip(self.rows, self.draws):
+            ix = dr.draw(self.cdf[sl], self.seeds[sl], t)
+            nc = torch.full((ix.shape[0], 1), self.nc, dtype=torch.int64, device=self.dev)
+            X[sl] = torch.searchsorted(ix, nc)[:, 0]
+        if counts:
+            self.counts.zero_()
+            for (_, sl), dr in zip(self.rows, self.draws):
+                self.counts[sl].scatter_add_(1, dr.idx, self.one.expand(dr.idx.shape))
+        return X
+
+    def advantages(self, X: torch.Tensor) -> Any:
+        """Registry advantages of the step's draws: binary rewards, ``(A_c, A_w)`` per configuration
+        (:func:`outcome_advantages`); per-action rewards, one ``[b, N]`` tensor per group size
+        (the advantage of each draw's reward ``r[a_j]``)."""
+        if self.rew is None:
             Xc = X.cpu().numpy()
-            AcAw = np.empty((2, B))
-            for n, sl in rows:
-                AcAw[:, sl] = outcome_advantages(adv, Xc[sl], n)
-            Ac, Aw = torch.tensor(AcAw, dtype=dtype, device=dev)
-        else:  # per-action rewards: the registry's advantages of each draw's reward r[a_j]
-            A_draw = [torch.tensor(adv.graded_call(rew[dr.idx].cpu().numpy()), dtype=dtype, device=dev)
-                      for dr in draws]
-        Xf = X.to(dtype)
-        coef = torch.pow(1 - Xf / Nt, gam) / (Nt * T)  # focal / N, and 1/T for z = T u
-        # 3. surrogate gradient (ascent direction) in z
-        if cfg.surrogate == "trpo":
-            R = torch.where(counts > 0, one, 0 * one)
-            if rew is None:
-                R[:, :nc] *= rc
-                R[:, nc:] *= rw
+            AcAw = np.empty((2, self.B))
+            for n, sl in self.rows:
+                AcAw[:, sl] = outcome_advantages(self.adv, Xc[sl], n)
+            return torch.tensor(AcAw, dtype=self.dtype, device=self.dev)
+        return [torch.tensor(self.adv.graded_call(self.rew[dr.idx].cpu().numpy()), dtype=self.dtype, device=self.dev)
+                for dr in self.draws]
+
+    def gradient(self, X: torch.Tensor, coef: torch.Tensor) -> None:
+        """The surrogate's ascent direction in ``z`` into ``g`` (``coef``: focal weight / (N T))."""
+        p, g = self.ez, self.g
+        if self.cfg.surrogate == "trpo":  # rewards of the distinct sampled support, not advantages
+            R = torch.where(self.counts > 0, self.one, 0 * self.one)
+            if self.rew is None:
+                rw, rc = self.cfg.reward_values
+                R[:, :self.nc] *= rc
+                R[:, self.nc:] *= rw
             else:
-                R *= rew.to(dtype)
+                R *= self.rew.to(self.dtype)
             torch.mul(R.sub_((p * R).sum(-1, keepdim=True)).mul_(p), coef[:, None], out=g)
-        else:
-            # S_i = Σ_{draws j of i} A_j (times coef for logprob), scattered straight into g
-            scale = coef if cfg.surrogate == "logprob" else torch.ones_like(coef)
-            g.zero_()
-            for k, ((n, sl), dr) in enumerate(zip(rows, draws)):
-                if rew is None:
-                    first = torch.arange(n, device=dev)[None, :] < X[sl, None]
-                    vals = torch.where(first, (Ac * scale)[sl, None], (Aw * scale)[sl, None])
-                else:
-                    vals = A_draw[k] * scale[sl, None]
-                g[sl].scatter_add_(1, dr.idx, vals)
-            if cfg.surrogate == "logprob":
-                if rew is None:
-                    C = (Xf * Ac + (Nt - Xf) * Aw) * coef
-                else:
-                    C = torch.cat([a.sum(-1) for a in A_draw]) * coef
-                if bool((C != 0).any()):  # C = 0 for every mean-baseline family: skip the pass
-                    g.addcmul_(C[:, None], p, value=-1.0)
-            else:  # prob: g = π ∘ (S − Σ_k π_k S_k) · coef
-                g.mul_(p)
-                g.addcmul_(g.sum(-1, keepdim=True), p, value=-1.0).mul_(coef[:, None])
-        z_before = z.clone() if rec and cfg.predict else None
-        # 4. optimiser (ascent)
-        if cfg.optimizer == "sgd":
-            z.addcmul_(lr, g)
-        elif opt is not None:
+            return
+        A = self.advantages(X)
+        if self.cfg.surrogate == "logprob":  # g = coef·(S − C π)
+            self._scatter_draws(X, A, coef)
+            C = self._advantage_sum(X, A) * coef
+            if bool((C != 0).any()):  # C = 0 for every mean-baseline family: skip the pass
+                g.addcmul_(C[:, None], p, value=-1.0)
+        else:  # prob: g = π ∘ (S − Σ_k π_k S_k) · coef
+            self._scatter_draws(X, A, None)
+            g.mul_(p)
+            g.addcmul_(g.sum(-1, keepdim=True), p, value=-1.0).mul_(coef[:, None])
+
+    def _scatter_draws(self, X: torch.Tensor, A: Any, scale: torch.Tensor | None) -> None:
+        """``g_i = S_i = Σ_{draws j of i} A_j`` (times ``scale``), scattered straight into ``g``."""
+        self.g.zero_()
+        if self.rew is None:
+            Ac, Aw = A if scale is None else A * scale
+        for k, ((n, sl), dr) in enumerate(zip(self.rows, self.draws)):
+            if self.rew is None:
+                first = torch.arange(n, device=self.dev)[None, :] < X[sl, None]  # sorted draws: X correct first
+                vals = torch.where(first, Ac[sl, None], Aw[sl, None])
+            else:
+                vals = A[k] if scale is None else A[k] * scale[sl, None]
+            self.g[sl].scatter_add_(1, dr.idx, vals)
+
+    def _advantage_sum(self, X: torch.Tensor, A: Any) -> torch.Tensor:
+        """``C = Σ_j A_j`` per configuration."""
+        if self.rew is None:
+            Xf, (Ac, Aw) = X.to(self.dtype), A
+            return Xf * Ac + (self.Nt - Xf) * Aw
+        return torch.cat([a.sum(-1) for a in A])
+
+    def optimizer_step(self, t: int) -> None:
+        """Ascend ``g``: SGD ``z += lr·g``, torch's Adam (one learning rate), or Adam written out."""
+        z, g = self.z, self.g
+        if self.cfg.optimizer == "sgd":
+            z.addcmul_(self.lr, g)
+        elif self.opt is not None:
             z.grad = g
-            opt.step()
+            self.opt.step()
         else:
+            (b1, b2), m, v = self.cfg.betas, self.m, self.v
             m.mul_(b1).add_(g, alpha=1 - b1)
             v.mul_(b2).addcmul_(g, g, value=1 - b2)
-            denom = (v / (1 - b2 ** (t + 1))).sqrt_().add_(cfg.eps)
-            z.addcmul_(lr / (1 - b1 ** (t + 1)), m / denom)
-        if rec and cfg.predict:
-            zn, dzn = (z_before / T).double().cpu().numpy(), ((z - z_before) / T).double().cpu().numpy()
-            extra["dQ_pos"] = _cat.exact_subset_mass_change(zn, dzn, correct_np)
-            extra["dQ_pos_first_order"] = _cat.subset_mass_change(zn, dzn, correct_np)
-            eta_eq8 = sub.lr.to_numpy() * (coef * Nt).double().cpu().numpy()
-            extra["dQ_pos_eq8"] = _cat.delta_q_pos(zn, correct_np, sampled_np, eta_eq8, cfg.reward_values).total
-            extra["dH"] = _ent.exact_change(zn, dzn)
-            extra["dH_first_order"] = _ent.first_order_change(zn, dzn)
-        if rec:
-            out.append({"step": np.full(B, t), **_np(pending), **extra})
-        policy()
-        if bar is not None:
-            bar.update(B)
-    traj = pd.concat([pd.DataFrame(r) for r in out], ignore_index=True)
-    traj.insert(0, "config", np.tile(sub.config.to_numpy(), len(out)))
-    return traj
+            denom = (v / (1 - b2 ** (t + 1))).sqrt_().add_(self.cfg.eps)
+            z.addcmul_(self.lr / (1 - b1 ** (t + 1)), m / denom)
 
 
 def _np(met: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
@@ -521,20 +588,20 @@ def _np(met: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
 
 # ------------------------------------------------------------------ CLI
 def _run_cli(args: argparse.Namespace) -> int:
+    seeds = None if args.seeds is None else checks.integer("seeds", args.seeds, low=1)
+    params = runner.parse_params(args.param)
     cfg = preset(args.preset, steps=args.steps, N=args.N, gamma=args.gamma,
-                 seeds=None if args.seeds is None else tuple(range(args.seeds)),
-                 surrogate=args.surrogate, optimizer=args.optimizer, advantage=args.advantage)
-    if args.seeds is not None and args.seeds < 1:
-        raise ValueError(f"--seeds must be a count >= 1, got {args.seeds}")
-    from .cli import package_version, write_run
-
+                 seeds=None if seeds is None else tuple(range(seeds)), surrogate=args.surrogate,
+                 optimizer=args.optimizer, advantage=args.advantage, advantage_params=params or None)
     dev = resolve_device(args.device)
     t0 = time.perf_counter()
     traj, final = simulate(cfg, device=dev, progress=not args.quiet)
     wall = time.perf_counter() - t0
-    meta = {"preset": args.preset, "config": cfg.to_dict(), "device": str(dev), "package_version": package_version(),
-            "torch": torch.__version__, "wall_s": wall}
-    write_run(args.out, traj, final, meta)
+    from .cli import command_settings, write_run
+
+    write_run(args.out, traj, final, {"preset": args.preset, "config": cfg.to_dict(), "torch": torch.__version__,
+                                      "wall_s": wall},
+              settings=command_settings(args), seed=list(cfg.seeds), device=dev)
     if not args.quiet:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} configurations, "
               f"{wall:.1f} s on {dev})")
@@ -543,8 +610,9 @@ def _run_cli(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``categorical`` to ``rlvr-sim`` (:mod:`simulations.cli`)."""
-    ap = subparsers.add_parser("categorical", help="softmax policy over K actions with group sampling (002 App. J)")
-    ap.add_argument("--preset", default="fgrpo-fig4", help=f"one of {', '.join(PRESETS)}")
+    ap = subparsers.add_parser("categorical", help="softmax policy over K actions with group sampling (F-GRPO App. J)",
+                               description="Batched softmax policy over K actions trained with group sampling.")
+    ap.add_argument("--preset", default="fgrpo-fig4", help=f"one of {', '.join(PRESETS)} [fgrpo-fig4]")
     ap.add_argument("--steps", type=int, help="training steps (default: the preset's)")
     ap.add_argument("--N", type=int, nargs="+", help="group sizes")
     ap.add_argument("--gamma", type=float, nargs="+", help="focal exponents")
@@ -552,7 +620,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ap.add_argument("--surrogate", choices=SURROGATES)
     ap.add_argument("--optimizer", choices=OPTIMIZERS)
     ap.add_argument("--advantage", help="registry name (default dr_grpo)")
-    ap.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:K")
+    runner.add_param_option(ap)
+    ap.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:K [auto]")
+    runner.add_threads_option(ap)
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.set_defaults(func=_run_cli)

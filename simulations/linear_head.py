@@ -1,14 +1,14 @@
 """Linear-head policy ``π(y | x) = softmax(W·h(x))`` with fixed features h, trained by
-group-relative policy gradients (over-sharpening (004) Sec. 2.4, App. G-H; FADE (000) App. 15).
+group-relative policy gradients (Over-Sharpening Sec. 2.4, App. G-H; FADE App. 15).
 
 Two instances share one vectorised core (numpy float64, configurations on the leading axis,
 no Python loop over samples; one ``numpy.random.Generator`` per seed, so a batched run and a
 one-seed run give the same trajectory — the only Python loops are over seeds to draw their
 uniforms and over configurations to step a schedule's scalar state):
 
-* :func:`simulate_toy` — the Cat/Dog/Persian/Siamese toy of 004 Sec. 2.4: only the Persian
+* :func:`simulate_toy` — the Cat/Dog/Persian/Siamese toy of Over-Sharpening Sec. 2.4: only the Persian
   input is trained, reward 1 for Cat or Persian; ``π(Cat|Persian)``, ``π(Persian|Persian)``
-  and the held-out ``π(Siamese|Siamese)`` are logged (004 Fig. 1-2, App. G Fig. 3-4,
+  and the held-out ``π(Siamese|Siamese)`` are logged (Over-Sharpening Fig. 1-2, App. G Fig. 3-4,
   App. H Fig. 5 with IAC).
 * :func:`simulate_population` — ``M`` prompts with a solve-rate spread, one correct and
   ``K`` failure modes each, hidden features whose perpendicular correlation differs for
@@ -23,32 +23,33 @@ Update rule (both instances; masses convention of :mod:`rlvr_theory.masses`)::
 
 ``B`` prompts per step, ``G`` rollouts per prompt, ``h_{b,i}`` the hidden state at which rollout
 ``i`` of prompt ``b`` emits its answer token.  ``reduction="mean"`` divides by ``G`` as well.  Advantages
-come from :mod:`rlvr_theory.advantages` (any registered name and parameters), from a schedule
-of :mod:`rlvr_theory.schedules` (``"fade"``: :class:`FADESchedule`, ``"agrae"``:
-:class:`AGRAESchedule`, one per configuration, updated every step with that configuration's
-batch mean reward and mean entropy before its advantages are computed, FADE Alg. 2), or
-``"reinforce_pp"`` (REINFORCE++ with group baseline: group-mean-centred rewards divided by
-the standard deviation of those centred rewards over the whole batch of the configuration;
-not in the registry, built here from ``dr_grpo``).
+come from :mod:`rlvr_theory.advantages` (any registered name and parameters; a batch-level
+family such as ``"reinforce_pp"`` — group-mean-centred rewards divided by the standard
+deviation of those centred rewards over the whole batch — sees the ``[B, G]`` rewards of one
+configuration at a time) or from a schedule of :mod:`rlvr_theory.schedules` (``"fade"``,
+``"fade-log"``, ``"agrae"``: :func:`rlvr_theory.schedules.get`, one per configuration,
+updated every step with that configuration's batch mean reward and mean entropy before its
+advantages are computed, FADE Alg. 2).  Both lookups refuse an unknown name or parameter
+before any work starts.
 
-Choices the papers leave open (004 gives neither the learning rate nor the initialisation):
+Choices the papers leave open (Over-Sharpening gives neither the learning rate nor the initialisation):
 ``W_0 = 0`` (uniform policy) for the toy, ``lr = 0.1``, reduction "sum" (so that the step
-grows with G, the mechanism of 004 Cor. 2.2).  See ``docs/simulations_linear_head.md``.
+grows with G, the mechanism of Over-Sharpening Cor. 2.2).  See ``docs/simulations_linear_head.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
-import json
-import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from analysis import spectra
 from rlvr_theory import advantages as _adv
+from rlvr_theory import checks, runner, serialize
 from rlvr_theory import schedules as _sched
 from rlvr_theory.sharpening import SIAMESE_VARIANTS, TOY_EMBEDDINGS
 
@@ -58,7 +59,6 @@ __all__ = [
     "PRESETS",
     "softmax",
     "head_gradient",
-    "make_advantage",
     "simulate_toy",
     "population_features",
     "population_setup",
@@ -68,36 +68,29 @@ __all__ = [
     "add_parser",
 ]
 
-#: label order of the 004 toy (rows of W)
+#: label order of the Over-Sharpening toy (rows of W)
 TOY_LABELS: tuple[str, ...] = ("Cat", "Dog", "Persian", "Siamese")
 #: optimizers understood by the simulators
 OPTIMIZERS: tuple[str, ...] = ("sgd", "momentum", "adamw")
-_SCHEDULES = ("fade", "agrae")
-_EXTRA = ("reinforce_pp",)
+REDUCTIONS: tuple[str, ...] = ("sum", "mean")
 
 
 # ----------------------------------------------------------------------------- checks
-def _int(name: str, v: Any, lo: int, hi: int | None = None) -> int:
-    ok = isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
-    if not ok:
-        rng = f">= {lo}" + (f" and <= {hi}" if hi is not None else "")
-        raise ValueError(f"{name} must be an integer {rng}, got {v!r}")
-    return int(v)
+def _seed_list(seeds: Any) -> list[int]:
+    """``seeds``: a count ``n`` (seeds ``0..n−1``) or a sequence of seeds."""
+    if np.ndim(seeds) == 0:
+        return list(range(checks.integer("seeds", seeds, low=1)))
+    return [checks.integer(f"seeds[{i}]", s, low=0) for i, s in enumerate(seeds)]
 
 
-def _pos(name: str, v: Any, *, low: float = 0.0, high: float | None = None, low_open: bool = True) -> float:
-    ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
-    ok = ok and (v > low if low_open else v >= low) and (high is None or v <= high)
-    if not ok:
-        rng = f"{'>' if low_open else '>='} {low}" + (f" and <= {high}" if high is not None else "")
-        raise ValueError(f"{name} must be a finite number {rng}, got {v!r}")
-    return float(v)
-
-
-def _choice(name: str, v: Any, allowed: Sequence[str]) -> str:
-    if v not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {v!r}")
-    return v
+def _check_common(G: Any, steps: Any, lr: Any, optimizer: str, reduction: str,
+                  log_every: Any) -> tuple[int, int, float, int]:
+    """The settings both simulators share, checked (:mod:`rlvr_theory.checks`): ``G, steps, lr,
+    log_every`` as ``int, int, float, int``."""
+    checks.choice("optimizer", optimizer, OPTIMIZERS)
+    checks.choice("reduction", reduction, REDUCTIONS)
+    return (checks.integer("G", G, low=1), checks.integer("steps", steps, low=1),
+            checks.number("lr", lr, low=0, low_open=True), checks.integer("log_every", log_every, low=1))
 
 
 # ----------------------------------------------------------------------------- core
@@ -124,7 +117,7 @@ def _sample(pi: np.ndarray, G: int, rng: np.random.Generator) -> np.ndarray:
 def head_gradient(pi: np.ndarray, H: np.ndarray, y: np.ndarray, A: np.ndarray) -> np.ndarray:
     """Policy gradient of a linear softmax head, ``Σ_{b,i} A_{b,i} (e_{y_{b,i}} − π_b) ⊗ h_b``.
 
-    FADE (000) App. 15.1, Eq. 32 (``g_i = A_i v_i ⊗ h_i``, ``v_i = e_{y_i} − π_i``); it is the
+    FADE App. 15.1, Eq. 32 (``g_i = A_i v_i ⊗ h_i``, ``v_i = e_{y_i} − π_i``); it is the
     gradient of ``Σ A_{b,i} log π(y_{b,i} | h_b)`` with respect to ``W`` (V × d).
 
     Parameters
@@ -177,21 +170,21 @@ class _Optimizer:
 
 
 class _AdvantageRule:
-    """Per-configuration advantage: registry entry, REINFORCE++ or a schedule."""
+    """Per-configuration advantage: a registry family (:func:`rlvr_theory.advantages.get`) or
+    one schedule per configuration (:func:`rlvr_theory.schedules.get`; ``H0[c]``, the initial
+    entropy of configuration ``c``, unless the parameters give ``H0``).  An unknown name or
+    parameter raises ``ValueError`` (the registries' messages)."""
 
-    def __init__(self, name: str, params: dict[str, Any], C: int, H0: np.ndarray):
+    def __init__(self, name: str, params: dict[str, Any], C: int, H0: np.ndarray, steps: int | None = None):
         self.name = name
         self.schedules: list[_sched.Schedule] | None = None
-        if name == "fade":
-            self.schedules = [_sched.FADESchedule(float(h), **params) for h in H0]
-        elif name == "agrae":
-            self.schedules = [_sched.AGRAESchedule(**params) for _ in range(C)]
-        elif name == "reinforce_pp":
-            if params:
-                raise ValueError(f"advantage_params: reinforce_pp takes no parameters, got {sorted(params)}")
-            self.adv = _adv.get("dr_grpo")
+        if name in _sched.names():
+            params = dict(params)
+            typed_H0 = params.pop("H0", None)
+            self.schedules = [_sched.get(name, steps=steps, H0=float(h) if typed_H0 is None else typed_H0, **params)
+                              for h in np.broadcast_to(H0, (C,))]
         else:
-            self.adv = _adv.get(name, **params)  # ValueError names the allowed names
+            self.adv = _adv.get(name, **params)
 
     def __call__(self, r: np.ndarray, entropy: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Advantages [C, B, G] and the (alpha, delta) in force per configuration (NaN if none)."""
@@ -206,11 +199,7 @@ class _AdvantageRule:
                 alpha[c] = a.params.get("alpha", np.nan)
                 delta[c] = a.params.get("delta", np.nan) if "delta" in a.params else np.nan
             return out, alpha, delta
-        if self.name == "reinforce_pp":
-            A = self.adv(r)
-            sd = A.reshape(C, -1).std(-1)[:, None, None]
-            return np.divide(A, sd, out=np.zeros_like(A), where=sd > 0), alpha, delta
-        if self.adv.batch_level:
+        if self.adv.batch_level:  # e.g. reinforce_pp: the batch of one configuration at a time
             return np.stack([self.adv(r[c]) for c in range(C)]), alpha, delta
         if "delta" in self.adv.params:
             delta[:] = self.adv.params["delta"]
@@ -219,37 +208,13 @@ class _AdvantageRule:
         return self.adv(r), alpha, delta
 
 
-def make_advantage(name: str, **params: Any):
-    """Validate an advantage choice: a registry name (:func:`rlvr_theory.advantages.get`),
-    ``"reinforce_pp"``, or a schedule ``"fade"`` / ``"agrae"`` (FADE Eq. 11, A-GRAE Eq. 11-13).
-
-    Returns the registry :class:`~rlvr_theory.advantages.Advantage` (or ``None`` for
-    ``reinforce_pp`` and schedules).  Raises ``ValueError`` naming the allowed names.
-    """
-    if name in _EXTRA or name in _SCHEDULES:
-        return None
-    if name not in _adv.names():
-        raise ValueError(f"advantage: unknown {name!r}; allowed: {', '.join(sorted(_adv.names()) + list(_EXTRA))}"
-                         f" and the schedules {', '.join(_SCHEDULES)}")
-    return _adv.get(name, **params)
-
-
-def _check_common(G: int, steps: int, lr: float, optimizer: str, reduction: str, log_every: int) -> None:
-    _int("G", G, 1)
-    _int("steps", steps, 1)
-    _pos("lr", lr)
-    _choice("optimizer", optimizer, OPTIMIZERS)
-    _choice("reduction", reduction, ("sum", "mean"))
-    _int("log_every", log_every, 1)
-
-
 # ----------------------------------------------------------------------------- instance 1
 def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] = "High",
                  seeds: int | Sequence[int] = 1, advantage: str = "dr_grpo",
                  advantage_params: dict[str, Any] | None = None, optimizer: str = "sgd",
                  lr: float = 0.1, steps: int = 500, reduction: str = "sum", log_every: int = 1,
                  progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The softmax toy of over-sharpening (004) Sec. 2.4 (Fig. 1-2), App. G (Fig. 3-4), App. H (Fig. 5).
+    """The softmax toy of Over-Sharpening Sec. 2.4 (Fig. 1-2), App. G (Fig. 3-4), App. H (Fig. 5).
 
     Labels :data:`TOY_LABELS` with the 4-d embeddings of
     :data:`rlvr_theory.sharpening.TOY_EMBEDDINGS` as the *inputs* ``h(x)``; ``W`` (4 × 4)
@@ -263,17 +228,19 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
     G : int or sequence of int >= 1
         Group sizes.
     similarity : "High", "Mid", "Low" or a sequence of them
-        Siamese variant (004 App. G).
+        Siamese variant (Over-Sharpening App. G).
     seeds : int (count: seeds 0..n-1) or sequence of int
         One independent run per seed (seed ``s`` → ``numpy.random.default_rng(s)``; the
         other axes of the sweep share the sampler per seed and group size).
     advantage, advantage_params
-        See :func:`make_advantage`; 004 uses ``reinforce`` (raw), ``dr_grpo``
+        A registry name (:func:`rlvr_theory.advantages.names`) or a schedule
+        (:func:`rlvr_theory.schedules.names`) and its parameters; an unknown name or parameter
+        is refused before any work.  Over-Sharpening uses ``reinforce`` (raw), ``dr_grpo``
         (mean-shifted), ``grpo`` (normalised), ``rloo``, ``reinforce_pp``; IAC is ``iac``.
     optimizer : "sgd", "momentum", "adamw"
     lr : float > 0
     steps : int >= 1
-        500 in 004.
+        500 in Over-Sharpening.
     reduction : "sum" or "mean"
         Sum or mean over the G rollouts.
     log_every : int >= 1
@@ -288,16 +255,29 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
         ``advantage``, ``optimizer``, ``lr``, ``p_cat``, ``p_persian``, ``p_dog``,
         ``p_siamese_train`` (π(Siamese|Persian)), ``siamese_acc`` (π(Siamese|Siamese)),
         ``reward_mean``, ``entropy``, ``winner_share`` (max(p_cat, p_persian)/(p_cat+p_persian)).
+
+    Examples
+    --------
+    Group sizes 4 and 16, two seeds, 100 SGD steps with the mean-shifted advantage: the
+    rewarded mass drifts onto one of Cat and Persian (``winner_share`` above 1/2), and the
+    held-out Siamese input loses its own label, faster with the larger group:
+
+    >>> tr, final = simulate_toy(G=[4, 16], seeds=2, steps=100, advantage="dr_grpo")
+    >>> final[["G", "seed", "p_cat", "p_persian", "siamese_acc", "winner_share"]].round(3)
+        G  seed  p_cat  p_persian  siamese_acc  winner_share
+    0   4     0  0.193      0.761        0.040         0.798
+    1   4     1  0.601      0.353        0.050         0.630
+    2  16     0  0.108      0.885        0.014         0.892
+    3  16     1  0.373      0.620        0.015         0.625
     """
-    Gs = [_int("G", g, 1) for g in np.atleast_1d(G).tolist()]
+    Gs = [checks.integer("G", g, low=1) for g in np.atleast_1d(G).tolist()]
     sims = [similarity] if isinstance(similarity, str) else list(similarity)
     for s in sims:
-        _choice("similarity", s, tuple(SIAMESE_VARIANTS))
-    seed_list = list(range(_int("seeds", seeds, 1))) if isinstance(seeds, (int, np.integer)) else \
-        [_int("seeds", s, 0) for s in seeds]
-    _check_common(max(Gs), steps, lr, optimizer, reduction, log_every)
+        checks.choice("similarity", s, tuple(SIAMESE_VARIANTS))
+    seed_list = _seed_list(seeds)
+    _, steps, lr, log_every = _check_common(max(Gs), steps, lr, optimizer, reduction, log_every)
     params = dict(advantage_params or {})
-    make_advantage(advantage, **params)
+    _AdvantageRule(advantage, params, 1, np.ones(1), steps)  # an unknown name or parameter: refused before any work
 
     x_train = np.asarray(TOY_EMBEDDINGS["Persian"])
     correct = np.array([1.0, 0.0, 1.0, 0.0])          # Cat, Dog, Persian, Siamese
@@ -312,7 +292,7 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
         opt = _Optimizer(optimizer, lr, W.shape)
         H = np.broadcast_to(x_train, (C, 1, 4))
         pi0 = softmax(np.einsum("cvd,cbd->cbv", W, H))
-        rule = _AdvantageRule(advantage, params, C, _entropy(pi0)[:, 0])
+        rule = _AdvantageRule(advantage, params, C, _entropy(pi0)[:, 0], steps)
         rows = []
         it = range(steps + 1)
         if progress:
@@ -365,7 +345,7 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
 def population_features(M: int, K: int, *, rho_success: float = 0.8, rho_failure: float = 0.8,
                         shared: float = 1.0, n_noise: int = 16, seed: int = 0
                         ) -> tuple[np.ndarray, np.ndarray]:
-    """Fixed hidden features of the prompt population (FADE (000) App. 15.1-15.2, Cor. 15.2 geometry).
+    """Fixed hidden features of the prompt population (FADE App. 15.1-15.2, Cor. 15.2 geometry).
 
     An orthonormal basis (QR of a Gaussian matrix, ``seed``) of ``R^d``, ``d = 2 + K +
     n_noise``, holds the shared direction ``u_1``, a success direction ``s``, ``K`` mutually
@@ -391,12 +371,12 @@ def population_features(M: int, K: int, *, rho_success: float = 0.8, rho_failure
     zeta : ndarray (M, K+1, d)
         The noise vectors ``ζ_{m,z}``.
     """
-    M, K = _int("M", M, 1), _int("K", K, 1)
-    a = _pos("shared", shared, low=0, low_open=False)
-    rs = _pos("rho_success", rho_success, low=0, high=1, low_open=False)
-    rf = _pos("rho_failure", rho_failure, low=0, high=1, low_open=False)
-    n_noise = _int("n_noise", n_noise, 1)
-    rng = np.random.default_rng(_int("seed", seed, 0))
+    M, K = checks.integer("M", M, low=1), checks.integer("K", K, low=1)
+    a = checks.number("shared", shared, low=0)
+    rs = checks.probability("rho_success", rho_success)
+    rf = checks.probability("rho_failure", rho_failure)
+    n_noise = checks.integer("n_noise", n_noise, low=1)
+    rng = np.random.default_rng(checks.integer("seed", seed, low=0))
     d = 2 + K + n_noise
     Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
     B = Q.T                                            # rows: orthonormal directions
@@ -425,19 +405,17 @@ def population_setup(M: int, K: int, *, tokens_per_mode: int = 4, correct: str =
     W0 : ndarray (V, d)
         Initial head, ``V = (M or 1) + K·tokens_per_mode``.
     """
-    M, K = _int("M", M, 1), _int("K", K, 1)
-    tpm = _int("tokens_per_mode", tokens_per_mode, 1)
-    c0 = _pos("init_scale", init_scale, low=0, low_open=False)
-    _choice("correct", correct, ("per_prompt", "shared"))
-    if correct == "per_prompt" and not (isinstance(rho_success, (int, float)) and rho_success < 1):
+    M, K = checks.integer("M", M, low=1), checks.integer("K", K, low=1)
+    tpm = checks.integer("tokens_per_mode", tokens_per_mode, low=1)
+    c0 = checks.number("init_scale", init_scale, low=0)
+    checks.choice("correct", correct, ("per_prompt", "shared"))
+    if correct == "per_prompt" and checks.probability("rho_success", rho_success) >= 1:
         raise ValueError(f"rho_success must be < 1 with correct='per_prompt' (the prompt is told apart by "
                          f"its √(1−ρ_S)·ζ part), got {rho_success!r}")
-    try:
-        lo, hi = (float(v) for v in solve_rates)
-    except (TypeError, ValueError):
-        raise ValueError(f"solve_rates must be a pair (lo, hi) with 0 < lo <= hi < 1, got {solve_rates!r}") from None
-    if not 0 < lo <= hi < 1:
+    rates = checks.array("solve_rates", solve_rates, ndim=1, low=0, high=1, low_open=True, high_open=True)
+    if len(rates) != 2 or rates[0] > rates[1]:
         raise ValueError(f"solve_rates must be a pair (lo, hi) with 0 < lo <= hi < 1, got {solve_rates!r}")
+    lo, hi = (float(v) for v in rates)
     H, dirs, zeta = population_features(M, K, rho_success=rho_success, rho_failure=rho_failure,
                                         shared=shared, seed=feature_seed)
     n_c = M if correct == "per_prompt" else 1
@@ -463,7 +441,7 @@ def expected_gradient(W: np.ndarray, H: np.ndarray, path_p: np.ndarray, correct:
     where the prompt's group has ``X ~ Binom(G, p_m)`` successes, ``p_m = Σ_z P(z|m) π(correct|h_{m,z})``,
     and ``E[A_i | r_i]`` sums the registry advantage of a group with ``X' + r_i`` successes
     over ``X' ~ Binom(G−1, p_m)`` (the other rollouts).  An independent check of the sampled
-    simulator (no sampling, enumeration over ``X'``).  FADE (000) Eq. 2-3 / App. 15.1 ``E[g_i]``.
+    simulator (no sampling, enumeration over ``X'``).  FADE Eq. 2-3 / App. 15.1 ``E[g_i]``.
 
     Parameters
     ----------
@@ -486,7 +464,7 @@ def expected_gradient(W: np.ndarray, H: np.ndarray, path_p: np.ndarray, correct:
     adv = _adv.get(advantage) if isinstance(advantage, str) else advantage
     if adv.batch_level:
         raise ValueError("advantage must be group-level (batch-level advantages have no per-group expectation)")
-    G = _int("G", G, adv.min_group_size())
+    G = checks.integer("G", G, low=adv.min_group_size())
     W, H, path_p = np.asarray(W, float), np.asarray(H, float), np.asarray(path_p, float)
     M, V = H.shape[0], W.shape[0]
     corr = np.asarray(correct)
@@ -508,6 +486,15 @@ def expected_gradient(W: np.ndarray, H: np.ndarray, path_p: np.ndarray, correct:
     return G * np.einsum("mzv,mzd->vd", u, H) / M
 
 
+def _population_policy(W: np.ndarray, H: np.ndarray, cm: np.ndarray,
+                       path_p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Policy ``[C, M, K+1, V]`` of the heads ``W`` at every (prompt, path), the exact solve rate
+    and the path-weighted mean answer entropy per configuration."""
+    pi = softmax(np.einsum("cvd,mzd->cmzv", W, H))
+    pc = np.take_along_axis(pi, np.broadcast_to(cm[None, :, None, None], pi.shape[:3] + (1,)), -1)[..., 0]
+    return pi, (pc * path_p).sum(-1).mean(-1), (_entropy(pi) * path_p).sum(-1).mean(-1)
+
+
 def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_mode: int = 4, G: int = 8,
                         seeds: int | Sequence[int] = 4, advantage: str = "asym_grpo",
                         advantage_params: dict[str, Any] | None = None, correct: str = "per_prompt",
@@ -516,7 +503,7 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
                         feature_seed: int = 0, optimizer: str = "sgd", lr: float = 0.05, steps: int = 100,
                         reduction: str = "sum", log_every: int = 10,
                         progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Population of ``M`` prompts with ``K`` failure modes: the rank-1 funnel (FADE (000) App. 15, Fig. 8).
+    """Population of ``M`` prompts with ``K`` failure modes: the rank-1 funnel (FADE App. 15, Fig. 8).
 
     Each rollout of prompt ``m`` first follows a reasoning path (fixed, not learned): the good
     path with probability ``g_m`` (evenly spaced over ``solve_rates``), else one of the ``K``
@@ -550,9 +537,9 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
     seeds : int (count) or sequence of int
         Training seeds, batched (``numpy.random.default_rng(seed)``, one per configuration).
     advantage, advantage_params
-        :func:`make_advantage`; ``asym_grpo`` with ``delta`` for Prop. 15.1, ``fade`` for the
-        FADE controller (``advantage_params`` go to :class:`~rlvr_theory.schedules.FADESchedule`,
-        whose ``H0`` is the initial mean answer entropy).
+        As in :func:`simulate_toy`; ``asym_grpo`` with ``delta`` for Prop. 15.1, ``fade`` for the
+        FADE controller (``advantage_params`` go to :func:`rlvr_theory.schedules.get`; the
+        schedule's ``H0`` is the initial mean answer entropy unless given).
     correct : "per_prompt" or "shared"
     solve_rates : (lo, hi) with 0 < lo <= hi < 1
         Range of the good-path probabilities ``g_m``.
@@ -573,13 +560,12 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         ``r1``, ``s1_s2``, ``stable_rank``, ``dW_norm`` (NaN at step 0), plus the settings.
         ``final.attrs["weights"]``: ``{K: (W0, W)}``, ``W`` of shape (seeds, V, d).
     """
-    M = _int("M", M, 1)
-    Ks = [_int("K", k, 1) for k in np.atleast_1d(K).tolist()]
-    seed_list = list(range(_int("seeds", seeds, 1))) if isinstance(seeds, (int, np.integer)) else \
-        [_int("seeds", s, 0) for s in seeds]
-    _check_common(G, steps, lr, optimizer, reduction, log_every)
+    M = checks.integer("M", M, low=1)
+    Ks = [checks.integer("K", k, low=1) for k in np.atleast_1d(K).tolist()]
+    seed_list = _seed_list(seeds)
+    G, steps, lr, log_every = _check_common(G, steps, lr, optimizer, reduction, log_every)
     params = dict(advantage_params or {})
-    make_advantage(advantage, **params)
+    _AdvantageRule(advantage, params, 1, np.ones(1), steps)  # an unknown name or parameter: refused before any work
     C = len(seed_list)
     out, weights = [], {}
     for k in Ks:
@@ -591,14 +577,8 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         W = np.broadcast_to(W0, (C,) + W0.shape).copy()
         opt = _Optimizer(optimizer, lr, W.shape)
         rngs = [np.random.default_rng(s) for s in seed_list]
-
-        def policy(W):
-            pi = softmax(np.einsum("cvd,mzd->cmzv", W, H))                      # [C, M, K+1, V]
-            pc = np.take_along_axis(pi, np.broadcast_to(cm[None, :, None, None], pi.shape[:3] + (1,)), -1)[..., 0]
-            return pi, (pc * path_p).sum(-1).mean(-1), (_entropy(pi) * path_p).sum(-1).mean(-1)
-
-        _, _, ent0 = policy(W)
-        rule = _AdvantageRule(advantage, params, C, ent0)
+        _, _, ent0 = _population_policy(W, H, cm, path_p)
+        rule = _AdvantageRule(advantage, params, C, ent0, steps)
         it = range(steps + 1)
         if progress:
             from tqdm.auto import tqdm
@@ -606,7 +586,7 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         rows = []
         ci, mi, gi = np.arange(C)[:, None, None], np.arange(M)[None, :, None], np.arange(G)[None, None, :]
         for t in it:
-            pi, solve, ent = policy(W)
+            pi, solve, ent = _population_policy(W, H, cm, path_p)
             logged = t % log_every == 0 or t == steps
             if logged:
                 row = dict(step=t, seed=seed_list, solve_rate=solve, entropy=ent, reward_mean=np.full(C, np.nan),
@@ -636,7 +616,7 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         weights[k] = (W0, W)
     tr = pd.concat(out, ignore_index=True).rename(columns={"rank1_fraction": "r1", "fro_norm": "dW_norm"})
     tr["advantage"] = advantage
-    tr["advantage_params"] = json.dumps(params, sort_keys=True)
+    tr["advantage_params"] = serialize.dumps(params, sort_keys=True)
     tr["correct"] = correct
     tr["M"], tr["G"], tr["tokens_per_mode"], tr["optimizer"], tr["lr"] = M, G, tokens_per_mode, optimizer, lr
     tr["rho_success"], tr["rho_failure"], tr["shared"] = rho_success, rho_failure, shared
@@ -677,14 +657,7 @@ def run_preset(name: str, **overrides: Any) -> tuple[pd.DataFrame, pd.DataFrame,
 
 
 def _cli(args: argparse.Namespace) -> int:
-    params = None
-    if args.advantage_params is not None:
-        try:
-            params = json.loads(args.advantage_params)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"advantage-params must be a JSON object, got {args.advantage_params!r} ({err})") from None
-        if not isinstance(params, dict):
-            raise ValueError(f"advantage-params must be a JSON object, got {args.advantage_params!r}")
+    params = runner.parse_params(args.param) or None
     if args.preset not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {args.preset!r}")
     instance = PRESETS[args.preset][0]
@@ -707,12 +680,11 @@ def _cli(args: argparse.Namespace) -> int:
                 raise ValueError("G must be a single value for the population presets")
             over["G"] = args.G[0]
     tr, final, config = run_preset(args.preset, **over)
-    from .cli import package_version, write_run
+    from .cli import command_settings, write_run
 
     config.pop("progress", None)
-    config["version"] = package_version()
-    config["device"] = "cpu"
-    write_run(args.out, tr, final, config)
+    write_run(args.out, tr, final, config, settings=command_settings(args), seed=_seed_list(config["seeds"]),
+              device="cpu")
     if not args.quiet:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} configurations)")
     return 0
@@ -720,7 +692,7 @@ def _cli(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``rlvr-sim linear-head --preset NAME [...] --out DIR`` to an argparse subparsers object."""
-    ap = subparsers.add_parser("linear-head", help="linear softmax head (004 toy, FADE rank-1 funnel)",
+    ap = subparsers.add_parser("linear-head", help="linear softmax head (Over-Sharpening toy, FADE rank-1 funnel)",
                                description="Linear-head policy softmax(W h(x)) with fixed features.")
     ap.add_argument("--preset", required=True, help=f"one of: {', '.join(PRESETS)}")
     ap.add_argument("--steps", type=int)
@@ -728,11 +700,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ap.add_argument("--seeds", type=int, help="number of seeds")
     ap.add_argument("--similarity", nargs="+", help="High, Mid, Low (toy only)")
     ap.add_argument("--K", type=int, nargs="+", help="failure modes (population only)")
-    ap.add_argument("--delta", type=float, help="shortcut for advantage-params delta (population)")
-    ap.add_argument("--advantage", help="registry name, reinforce_pp, fade or agrae")
-    ap.add_argument("--advantage-params", help='JSON object, e.g. \'{"alpha": 1.0}\'')
+    ap.add_argument("--delta", type=float, help="shortcut for --param delta=VALUE (population only)")
+    ap.add_argument("--advantage", help="registry name (e.g. reinforce_pp) or schedule (fade, fade-log, agrae)")
+    runner.add_param_option(ap, of="advantage or schedule", json_alias="--advantage-params")
     ap.add_argument("--optimizer", choices=OPTIMIZERS)
     ap.add_argument("--lr", type=float)
+    runner.add_threads_option(ap)
     ap.add_argument("--out", required=True)
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.set_defaults(func=_cli)

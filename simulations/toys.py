@@ -1,17 +1,17 @@
-"""Few-action toys of the two-stage paper (001) and the behaviour-space cases of A-GRAE (003).
+"""Few-action toys of the Two-Stage paper and the behaviour-space cases of A-GRAE.
 
 Every toy is a list of :class:`Setting` objects, each run by the batched engine
 :func:`simulations.categorical.simulate` (one call per setting; the group sizes ``N`` and the
 seeds of a setting are batched inside that call).  This module only names the settings,
 turns them into :class:`~simulations.categorical.Config` objects and reshapes the results.
 
-**001 Algorithm 1** (App. C.1), the update of every two-stage toy: per step draw ``G`` actions
+**Two-Stage Algorithm 1** (App. C.1), the update of every two-stage toy: per step draw ``G`` actions
 from ``π = softmax(z/τ)``, advantages ``Â(a_i) = r(a_i) − mean_j r(a_j)`` (the ``dr_grpo``
-family), gradient ``g_v = Σ_i Â(a_i)(δ_{v,a_i} − π_v)`` (001 Lemma 1), and an Adam step on
+family), gradient ``g_v = Σ_i Â(a_i)(δ_{v,a_i} − π_v)`` (Two-Stage Lemma 1), and an Adam step on
 ``g/G`` with learning rate ``η`` — the engine's ``surrogate="logprob"``,
-``optimizer="adam"``.  001 Sec. 3.2 uses ``G = 2``, ``η = 0.1``.
+``optimizer="adam"``.  Two-Stage Sec. 3.2 uses ``G = 2``, ``η = 0.1``.
 
-**Two stages** (001 Remark 3, Sec. 3.2): ``a1`` explored and rewarded, ``a2`` unexplored with a
+**Two stages** (Two-Stage Remark 3, Sec. 3.2): ``a1`` explored and rewarded, ``a2`` unexplored with a
 *higher* reward, ``a3`` explored with reward 0.  Stage 1 (exploitation): ``π(a1)`` rises and
 ``π(a3)`` falls while ``π(a2)`` stays small; stage 2 (exploration): once ``a2`` is drawn next
 to ``a1``, ``Â(a2) > 0 > Â(a1)`` and ``π(a1)`` falls while ``π(a2)`` rises.  :func:`stages`
@@ -21,17 +21,17 @@ Two-stage toys need three or four reward *levels* (``r(a3) = 0 < r(a1) < r(a2)``
 per-action rewards (``Config(rewards=...)``, advantages through
 :meth:`rlvr_theory.advantages.Advantage.graded_call`).  The GRPO-N and A-GRAE toys use binary rewards.
 
-**003 Theorem 1** (Eq. 6, App. B.3 Eq. 29): with ``C = Σ_{j∈G} A_j``, one gradient-ascent step
+**A-GRAE Theorem 1** (Eq. 6, App. B.3 Eq. 29): with ``C = Σ_{j∈G} A_j``, one gradient-ascent step
 moves the logit of behaviour ``b`` by ``Δh_b = η[1(b∈G)·A_b − C·π_b]`` (``A_b`` summed over the
 draws of ``b``).  ``C = 0`` (GRPO): an unsampled behaviour does not move (Eq. 9); ``C < 0``
 (negative-dominant, GRPO-N): every unsampled behaviour rises by ``−ηCπ_b`` (App. B.5 Eq. 36)
 and a sampled incorrect one can rise too (Eq. 35).  The engine's SGD step on the log-prob
 surrogate is this update with ``η = lr/N``.
 
-Presets (:data:`TOYS`): ``twostage-fig1`` (001 Fig. 1: three initial ``π(a2)``, three
+Presets (:data:`TOYS`): ``twostage-fig1`` (Two-Stage Fig. 1: three initial ``π(a2)``, three
 ``r(a1)``), ``twostage-fig5`` (group sizes 2, 3, 5, 10), ``twostage-fig6`` (temperatures 1, 2,
 5, 20, initial probabilities held fixed), ``twostage-fig7`` (four actions),
-``twostage-grpo-n`` (GRPO vs GRPO-N, 001 App. B.5), ``agrae-c0`` / ``agrae-cneg`` (003
+``twostage-grpo-n`` (GRPO vs GRPO-N, Two-Stage App. B.5), ``agrae-c0`` / ``agrae-cneg`` (A-GRAE
 Theorem 1, ``C = 0`` vs ``C < 0``).  The papers print neither the exact probabilities nor the
 rewards of their toys (they are in the figures' images); the values chosen here are listed
 with each preset and in ``docs/simulations_toys.md``.
@@ -44,12 +44,15 @@ import contextlib
 import dataclasses
 import math
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from analysis.runtime import resolve_device
+from rlvr_theory import checks, runner
 
 from . import categorical as sc
 
@@ -68,7 +71,7 @@ class Setting:
         Name of the setting in the results (column ``setting``).
     probs : tuple of float
         Initial policy ``π_0`` (positive, sums to 1).  With a temperature ``τ`` the initial
-        logits are ``z_0 = τ·log π_0``, so ``π_0`` is the same at every temperature (001 Fig. 6
+        logits are ``z_0 = τ·log π_0``, so ``π_0`` is the same at every temperature (Two-Stage Fig. 6
         holds it fixed).
     rewards : tuple of float
         Reward ``r(a_i)`` of each action.  Two values: binary rewards (engine classes
@@ -109,13 +112,13 @@ class Setting:
         """Number of rewarded actions (``r > min r``), the leading ones."""
         return int(np.sum(np.asarray(self.rewards) > min(self.rewards)))
 
-    def validate(self) -> "Setting":
+    def validate(self) -> Setting:
         """Raise ``ValueError`` naming the first bad field."""
-        p = np.asarray(self.probs, dtype=float)
-        if p.ndim != 1 or len(p) < 2 or not np.all(np.isfinite(p)) or np.any(p <= 0) or abs(p.sum() - 1) > 1e-9:
+        p = checks.array("probs", self.probs, ndim=1, low=0, low_open=True)
+        if len(p) < 2 or abs(p.sum() - 1) > 1e-9:
             raise ValueError(f"probs must be >= 2 positive numbers summing to 1, got {self.probs!r}")
-        r = np.asarray(self.rewards, dtype=float)
-        if r.shape != p.shape or not np.all(np.isfinite(r)) or len(set(self.rewards)) < 2:
+        r = checks.array("rewards", self.rewards, ndim=1)
+        if r.shape != p.shape or len(set(self.rewards)) < 2:
             raise ValueError(f"rewards must be {len(p)} finite numbers with at least two distinct values, "
                              f"got {self.rewards!r}")
         pos = r > r.min()
@@ -128,18 +131,17 @@ class Setting:
     def config(self, steps: int, seeds: int, record_every: int) -> sc.Config:
         """The engine :class:`~simulations.categorical.Config` of this setting."""
         self.validate()
-        for name, v in (("steps", steps), ("seeds", seeds), ("record_every", record_every)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        steps, seeds, record_every = (checks.integer(name, v, low=1) for name, v in
+                                      (("steps", steps), ("seeds", seeds), ("record_every", record_every)))
         r = np.asarray(self.rewards, dtype=float)
         kw: dict[str, Any] = dict(
             K=len(self.probs), n_correct=self.n_correct,
             logits=tuple(float(self.temperature * math.log(x)) for x in self.probs),
             reward_values=(float(r.min()), float(r.max())), N=tuple(self.N), gamma=(0.0,),
-            seeds=tuple(range(int(seeds))), lr=(float(self.lr),), steps=int(steps),
+            seeds=tuple(range(seeds)), lr=(float(self.lr),), steps=steps,
             advantage=self.advantage, advantage_params=dict(self.advantage_params),
             surrogate=self.surrogate, optimizer=self.optimizer, temperature=float(self.temperature),
-            record_every=int(record_every), record_probs=True)
+            record_every=record_every, record_probs=True)
         if self.graded:
             kw["rewards"] = tuple(float(x) for x in self.rewards)
         return sc.Config(**kw).validate()
@@ -167,10 +169,10 @@ class Toy:
         return any(s.graded for s in self.settings)
 
 
-# 001 Sec. 3.2: a1 explored, rewarded; a2 unexplored, higher reward; a3 explored, reward 0.
+# Two-Stage Sec. 3.2: a1 explored, rewarded; a2 unexplored, higher reward; a3 explored, reward 0.
 PI_BASE = (0.3, 0.01, 0.69)
 R_BASE = (0.5, 1.0, 0.0)
-# 003 behaviour space: b1 explored correct, b2 rare correct, b3 an over-confident incorrect
+# A-GRAE behaviour space: b1 explored correct, b2 rare correct, b3 an over-confident incorrect
 # behaviour, b4..b8 other incorrect ones
 _PI_B = (0.25, 0.005, 0.40, 0.15, 0.10, 0.05, 0.03, 0.015)
 PI_BEHAVIOUR = tuple(float(x) for x in np.asarray(_PI_B) / sum(_PI_B))
@@ -178,7 +180,7 @@ R_BEHAVIOUR = (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 BEHAVIOURS = tuple(f"b{i + 1}" for i in range(8))
 
 TOYS: dict[str, Toy] = {t.name: t for t in (
-    Toy("twostage-fig1", "Two-stage dynamic of three actions", "001 Sec. 3.2, Fig. 1, App. C.1 Alg. 1",
+    Toy("twostage-fig1", "Two-stage dynamic of three actions", "Two-Stage Sec. 3.2, Fig. 1, App. C.1 Alg. 1",
         (Setting("pi(a2)=0.05", (0.3, 0.05, 0.65), R_BASE),
          Setting("pi(a2)=0.01", PI_BASE, R_BASE),
          Setting("pi(a2)=0.002", (0.3, 0.002, 0.698), R_BASE),
@@ -186,24 +188,24 @@ TOYS: dict[str, Toy] = {t.name: t for t in (
          Setting("r(a1)=0.5", PI_BASE, R_BASE),
          Setting("r(a1)=0.8", PI_BASE, (0.8, 1.0, 0.0))),
         steps=1000, seeds=16, record_every=5),
-    Toy("twostage-fig5", "Two-stage dynamic for group sizes G = 2, 3, 5, 10", "001 App. C.4, Fig. 5",
+    Toy("twostage-fig5", "Two-stage dynamic for group sizes G = 2, 3, 5, 10", "Two-Stage App. C.4, Fig. 5",
         (Setting("G sweep", PI_BASE, R_BASE, N=(2, 3, 5, 10)),), steps=1000, seeds=16, record_every=5),
-    Toy("twostage-fig6", "Two-stage dynamic for temperatures 1, 2, 5, 20", "001 App. C.4, Fig. 6",
+    Toy("twostage-fig6", "Two-stage dynamic for temperatures 1, 2, 5, 20", "Two-Stage App. C.4, Fig. 6",
         tuple(Setting(f"T={t:g}", PI_BASE, R_BASE, temperature=float(t)) for t in (1, 2, 5, 20)),
         steps=2000, seeds=16, record_every=10),
-    Toy("twostage-fig7", "Two-stage dynamic of four actions", "001 App. C.4, Fig. 7",
+    Toy("twostage-fig7", "Two-stage dynamic of four actions", "Two-Stage App. C.4, Fig. 7",
         (Setting("four actions", (0.3, 0.05, 0.01, 0.64), (0.4, 0.7, 1.0, 0.0)),),
         steps=1000, seeds=16, record_every=5, stage_pair=("a2", "a3")),
     Toy("twostage-grpo-n", "GRPO vs GRPO-N (negative-only) on the three-action toy, binary rewards",
-        "001 App. B.5, Sec. 4 (Fig. 2), Alg. 1",
+        "Two-Stage App. B.5, Sec. 4 (Fig. 2), Alg. 1",
         (Setting("GRPO", PI_BASE, (1.0, 1.0, 0.0), advantage="grpo"),
          Setting("GRPO-N", PI_BASE, (1.0, 1.0, 0.0), advantage="grpo_n")),
         steps=500, seeds=16, record_every=5, stage_pair=None),
-    Toy("agrae-c0", "Behaviour space, C = 0 (GRPO)", "003 Theorem 1, Eq. 6-9, App. B.3",
+    Toy("agrae-c0", "Behaviour space, C = 0 (GRPO)", "A-GRAE Theorem 1, Eq. 6-9, App. B.3",
         tuple(Setting(f"GRPO (C=0), {o}", PI_BEHAVIOUR, R_BEHAVIOUR, N=(8,), advantage="grpo", optimizer=o.lower(),
                       lr=lr, actions=BEHAVIOURS) for o, lr in (("SGD", 0.2), ("Adam", 0.05))),
         steps=200, seeds=16, record_every=1, stage_pair=None),
-    Toy("agrae-cneg", "Behaviour space, C < 0 (negative-dominant, GRPO-N)", "003 Theorem 1, App. B.5 Eq. 33-36",
+    Toy("agrae-cneg", "Behaviour space, C < 0 (negative-dominant, GRPO-N)", "A-GRAE Theorem 1, App. B.5 Eq. 33-36",
         tuple(Setting(f"{lab} (C<0), {o}", PI_BEHAVIOUR, R_BEHAVIOUR, N=(8,), advantage=a, advantage_params=pp,
                       optimizer=o.lower(), lr=lr, actions=BEHAVIOURS)
               for lab, a, pp in (("negative-dominant", "negative_dominant", {"beta": 10.0}), ("GRPO-N", "grpo_n", {}))
@@ -238,8 +240,8 @@ def configs(name: str, *, steps: int | None = None, seeds: int | None = None, re
 
 # ------------------------------------------------------------------ running
 @contextlib.contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run torch on one CPU thread (restored afterwards).
+def _torch_threads(n: int | None = 1) -> Iterator[None]:
+    """Run torch on ``n`` CPU threads (restored afterwards; ``None``: leave torch as it is).
 
     A toy step is a few dozen operations on tensors of ``seeds × K ≤ 64 × 64`` numbers; on a
     shared 2-core machine torch's thread pool made them 15-20× slower (measured: 64 s vs 2.7 s
@@ -247,12 +249,15 @@ def _one_thread() -> Iterator[None]:
     """
     import torch
 
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(checks.integer("threads", n, low=1))
     try:
         yield
     finally:
-        torch.set_num_threads(n)
+        torch.set_num_threads(before)
 
 
 _META = ["setting", "N", "seed", "temperature", "advantage", "optimizer", "lr"]
@@ -273,8 +278,8 @@ def _long(traj: pd.DataFrame, s: Setting, toy_name: str) -> pd.DataFrame:
 
 
 def run(name: str, *, steps: int | None = None, seeds: int | None = None, record_every: int | None = None,
-        settings: Sequence[str] | None = None, device: str = "cpu",
-        progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+        settings: Sequence[str] | None = None, device: str = "cpu", progress: bool = False,
+        threads: int | None = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run every setting of toy ``name`` with :func:`simulations.categorical.simulate`.
 
     Parameters
@@ -289,6 +294,10 @@ def run(name: str, *, steps: int | None = None, seeds: int | None = None, record
         Engine device (``"cpu"`` by default: a few actions gain nothing on a GPU).
     progress : bool
         A tqdm bar over the settings.
+    threads : int or None
+        Torch CPU threads during the run (restored afterwards); 1 by default (never slower for
+        these few actions); ``None`` leaves torch's setting (``rlvr-sim toys`` passes its
+        ``--threads`` that way).
 
     Returns
     -------
@@ -301,6 +310,17 @@ def run(name: str, *, steps: int | None = None, seeds: int | None = None, record
         One row per setting, group size and seed at the last step: the meta columns,
         ``prob_<action>`` for every action, ``entropy``, and, for toys with a ``stage_pair``,
         the columns of :func:`stages`.
+
+    Examples
+    --------
+    One setting of Two-Stage Fig. 1 (``π_0(a2) = 0.05``), two seeds, 200 steps: ``π(a1)``
+    peaks (stage 1), then ``a2`` overtakes it (stage 2):
+
+    >>> traj, final = run("twostage-fig1", steps=200, seeds=2, settings=["pi(a2)=0.05"])
+    >>> final[["seed", "prob_a1", "prob_a2", "t_peak", "t_cross", "two_stage"]].round(3)
+       seed  prob_a1  prob_a2  t_peak  t_cross  two_stage
+    0     0    0.011    0.983      40     90.0       True
+    1     1    0.019    0.978      45     85.0       True
     """
     t = toy(name)
     pairs = configs(name, steps=steps, seeds=seeds, record_every=record_every, settings=settings)
@@ -309,7 +329,7 @@ def run(name: str, *, steps: int | None = None, seeds: int | None = None, record
         from tqdm.auto import tqdm
         it = tqdm(pairs, desc=name, unit="setting")
     frames = []
-    with _one_thread():
+    with _torch_threads(threads):
         for s, cfg in it:
             traj, _ = sc.simulate(cfg, device=device)
             frames.append(_long(traj, s, name))
@@ -326,7 +346,7 @@ def run(name: str, *, steps: int | None = None, seeds: int | None = None, record
 
 
 def stages(traj: pd.DataFrame, first: str = "a1", second: str = "a2", margin: float = 0.05) -> pd.DataFrame:
-    """The two stages of 001 Remark 3 in each run of a long-form trajectory (:func:`run`).
+    """The two stages of Two-Stage Remark 3 in each run of a long-form trajectory (:func:`run`).
 
     Per ``(setting, N, seed)``: ``p_first_0`` (``π(first)`` at step 0), ``t_peak`` and
     ``p_peak`` (step and value of the maximum of ``π(first)``, first occurrence), ``t_cross``
@@ -351,8 +371,7 @@ def stages(traj: pd.DataFrame, first: str = "a1", second: str = "a2", margin: fl
     for a in (first, second):
         if a not in set(traj.action):
             raise ValueError(f"first/second must be actions of traj ({', '.join(map(str, traj.action.unique()))}), got {a!r}")
-    if not (math.isfinite(margin) and margin >= 0):
-        raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+    checks.number("margin", margin, low=0)
     wide = {}
     for a in (first, second):
         sub = traj[traj.action == a].sort_values(keys + ["step"], kind="stable")
@@ -379,7 +398,7 @@ def stages(traj: pd.DataFrame, first: str = "a1", second: str = "a2", margin: fl
 
 
 def behaviour_step(name: str = "agrae-cneg", *, seeds: int = 64, device: str = "cpu") -> pd.DataFrame:
-    """One engine step of every SGD setting of toy ``name`` next to 003 Theorem 1.
+    """One engine step of every SGD setting of toy ``name`` next to A-GRAE Theorem 1.
 
     Runs the engine for one step, recovers the logit change from the recorded probabilities
     (``Δz_b = Δlog π_b − mean_i Δlog π_i``, exact for the log-prob surrogate under SGD, whose
@@ -387,7 +406,7 @@ def behaviour_step(name: str = "agrae-cneg", *, seeds: int = 64, device: str = "
     :func:`simulations.categorical.sample_counts` (the engine's draws are keyed by
     ``(seed, step, draw)``), takes the advantages from the registry and evaluates
     ``Δh_b = η[Σ_{j: a_j = b} A_j − C·π_b]`` with :func:`rlvr_theory.categorical.behaviour_update`
-    at ``η = lr/N`` (003 Eq. 6; the engine averages over the ``N`` draws).
+    at ``η = lr/N`` (A-GRAE Eq. 6; the engine averages over the ``N`` draws).
 
     Returns
     -------
@@ -401,15 +420,14 @@ def behaviour_step(name: str = "agrae-cneg", *, seeds: int = 64, device: str = "
     from rlvr_theory import advantages as adv_reg
     from rlvr_theory import categorical as cat
 
-    if isinstance(seeds, bool) or not isinstance(seeds, (int, np.integer)) or seeds < 1:
-        raise ValueError(f"seeds must be an integer >= 1, got {seeds!r}")
+    seeds = checks.integer("seeds", seeds, low=1)
     frames = []
-    for s, cfg in configs(name, steps=1, seeds=int(seeds), record_every=1):
+    for s, cfg in configs(name, steps=1, seeds=seeds, record_every=1):
         if s.optimizer != "sgd" or s.surrogate != "logprob" or s.temperature != 1 or len(s.N) != 1:
             continue  # the theorem is one gradient-ascent step on the log-prob objective
-        with _one_thread():
+        with _torch_threads(1):
             traj, _ = sc.simulate(cfg, device=device)
-        K, N, B = len(s.probs), s.N[0], int(seeds)
+        K, N, B = len(s.probs), s.N[0], seeds
         P = traj.sort_values(["seed", "step"])[[f"p_{i}" for i in range(K)]].to_numpy().reshape(B, 2, K)
         dlog = np.log(P[:, 1]) - np.log(P[:, 0])
         dh = dlog - dlog.mean(-1, keepdims=True)
@@ -433,34 +451,33 @@ def behaviour_step(name: str = "agrae-cneg", *, seeds: int = 64, device: str = "
 # ------------------------------------------------------------------ CLI
 def _run_cli(args: argparse.Namespace) -> int:
     t = toy(args.preset)
-    if args.seeds is not None and args.seeds < 1:
-        raise ValueError(f"--seeds must be a count >= 1, got {args.seeds}")
-    if args.steps is not None and args.steps < 1:
-        raise ValueError(f"--steps must be an integer >= 1, got {args.steps}")
     pairs = configs(args.preset, steps=args.steps, seeds=args.seeds)  # validates before anything is written
-    dev = sc.resolve_device(args.device)
+    dev = resolve_device(args.device)
     t0 = time.perf_counter()
-    traj, final = run(args.preset, steps=args.steps, seeds=args.seeds, device=str(dev), progress=not args.quiet)
+    traj, final = run(args.preset, steps=args.steps, seeds=args.seeds, device=str(dev), progress=not args.quiet,
+                      threads=None)  # the runner has applied --threads
     wall = time.perf_counter() - t0
-    from .cli import package_version, write_run
+    from .cli import command_settings, write_run
 
-    meta = {"preset": t.name, "title": t.title, "source": t.source, "stage_pair": t.stage_pair,
-            "settings": [dataclasses.asdict(s) for s, _ in pairs], "configs": [c.to_dict() for _, c in pairs],
-            "device": str(dev), "package_version": package_version(), "wall_s": wall}
-    write_run(args.out, traj, final, meta)
+    record = {"preset": t.name, "title": t.title, "source": t.source, "stage_pair": t.stage_pair,
+              "toy_settings": [dataclasses.asdict(s) for s, _ in pairs], "configs": [c.to_dict() for _, c in pairs],
+              "wall_s": wall}
+    write_run(args.out, traj, final, record, settings=command_settings(args), seed=list(pairs[0][1].seeds),
+              device=dev)
     if not args.quiet:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} runs, {wall:.1f} s on {dev})")
     return 0
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``rlvr-sim toys --preset NAME [--steps ..] [--seeds ..] --out DIR``."""
-    ap = subparsers.add_parser("toys", help="few-action toys of 001 (two stages, GRPO-N) and 003 Theorem 1",
+    """Add ``rlvr-sim toys --preset NAME [--steps ..] [--seeds ..] [--threads N] --out DIR``."""
+    ap = subparsers.add_parser("toys", help="few-action toys of Two-Stage (two stages, GRPO-N) and A-GRAE Theorem 1",
                                description="Few-action softmax toys run by the categorical engine.")
     ap.add_argument("--preset", required=True, help=f"one of {', '.join(TOYS)}")
     ap.add_argument("--steps", type=int, help="training steps (default: the preset's)")
     ap.add_argument("--seeds", type=int, help="number of seeds (0..S-1)")
-    ap.add_argument("--device", default="cpu", help="cpu (default), auto, cuda, cuda:K")
+    ap.add_argument("--device", default="cpu", help="cpu, auto, cuda, cuda:K [cpu]")
+    runner.add_threads_option(ap)
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     ap.set_defaults(func=_run_cli)

@@ -1,4 +1,4 @@
-"""A-GRAE (003) Fig. 6 and Table 1b: the update magnitude Σ_i|A_i| of one group versus its
+"""A-GRAE Fig. 6 and Table 1b: the update magnitude Σ_i|A_i| of one group versus its
 success rate, for GRPO (2G·sqrt(p(1−p)), Theorem 2) and the hard/easy-focused controls
 (G·sqrt(1−p), G·sqrt(p)).  Lines: closed forms; markers: groups with X = 0..G successes.
 """
@@ -52,12 +52,12 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     hard = df[(df.advantage == "agrae_hard") & (df.source == "groups")].set_index("p").abs_sum
     easy = df[(df.advantage == "agrae_easy") & (df.source == "groups")].set_index("p").abs_sum
     return [
-        Claim(f"GRPO sum|A| = 2G sqrt(p(1-p)) = {G} at p = 0.5", "003 Theorem 2, Eq. 10", float(G), grp[0.5], 1e-12),
-        Claim("GRPO sum|A| symmetric: p = 0.25 equals p = 0.75", "003 Sec. 3, Fig. 6", grp[0.25], grp[0.75], 1e-12),
-        Claim("hard-focused sum|A| = G sqrt(1-p) at p = 0.25", "003 Table 1b", G * 0.75**0.5, hard[0.25], 1e-12),
-        Claim("easy-focused sum|A| = G sqrt(p) at p = 0.25", "003 Table 1b", G * 0.25**0.5, easy[0.25], 1e-12),
+        Claim(f"GRPO sum|A| = 2G sqrt(p(1-p)) = {G} at p = 0.5", "A-GRAE Theorem 2, Eq. 10", float(G), grp[0.5], 1e-12),
+        Claim("GRPO sum|A| symmetric: p = 0.25 equals p = 0.75", "A-GRAE Sec. 3, Fig. 6", grp[0.25], grp[0.75], 1e-12),
+        Claim("hard-focused sum|A| = G sqrt(1-p) at p = 0.25", "A-GRAE Table 1b", G * 0.75**0.5, hard[0.25], 1e-12),
+        Claim("easy-focused sum|A| = G sqrt(p) at p = 0.25", "A-GRAE Table 1b", G * 0.25**0.5, easy[0.25], 1e-12),
     ]
 
 
-register(FigureSpec("agrae_fig6", "Sum of absolute advantages vs success rate", "A-GRAE (003) Fig. 6, Table 1b",
+register(FigureSpec("agrae_fig6", "Sum of absolute advantages vs success rate", "A-GRAE Fig. 6, Table 1b",
                     data, plot, claims))

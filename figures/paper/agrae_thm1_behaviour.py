@@ -1,16 +1,16 @@
-"""A-GRAE (003) Theorem 1: the logit update in behaviour space, C = 0 vs C < 0; and GRPO-N (001).
+"""A-GRAE Theorem 1: the logit update in behaviour space, C = 0 vs C < 0; and GRPO-N (Two-Stage).
 
 (a) one SGD step of the engine on eight behaviours (``b1`` explored correct, ``b2`` rare
 correct, ``b3`` an over-confident incorrect one, ``b4..b8`` incorrect; G = 8, 64 seeds):
-measured logit change ``Δh_b`` against ``η[1(b∈G)A_b − Cπ_b]`` (003 Eq. 6, ``η = lr/G``) from
+measured logit change ``Δh_b`` against ``η[1(b∈G)A_b − Cπ_b]`` (A-GRAE Eq. 6, ``η = lr/G``) from
 :func:`simulations.toys.behaviour_step`.  GRPO has ``C = 0`` (unsampled behaviours do not move,
 Eq. 9); negative-dominant (β = 10) and GRPO-N have ``C < 0`` (every unsampled behaviour rises by
 ``−ηCπ_b``, Eq. 36, and a sampled incorrect one can rise, Eq. 35).
 (b, c) 200 steps of the same toy, SGD (dashed) and Adam (solid): ``π(b2)`` and entropy.  The
 incentive ``−ηCπ_b`` is proportional to ``π_b``, so under SGD the rare ``b2`` still fades; Adam
 normalises each coordinate's step and ``b2`` grows under ``C < 0`` only.
-(d) 001's three-action toy with binary rewards (``a1``, ``a2`` correct, ``a3`` incorrect,
-``π_0 = (0.3, 0.01, 0.69)``, G = 2, Adam, 001 Alg. 1): GRPO vs GRPO-N (001 App. B.5) entropy
+(d) Two-Stage's three-action toy with binary rewards (``a1``, ``a2`` correct, ``a3`` incorrect,
+``π_0 = (0.3, 0.01, 0.69)``, G = 2, Adam, Two-Stage Alg. 1): GRPO vs GRPO-N (Two-Stage App. B.5) entropy
 and ``π(a2)``.  Presets ``agrae-c0``, ``agrae-cneg``, ``twostage-grpo-n`` of :mod:`simulations.toys`.
 """
 
@@ -53,7 +53,7 @@ def plot(df: pd.DataFrame):
                         label=f"{fam}, {case.replace('_', ' ')}")
     lim = float(np.abs(one[["dh_theorem", "dh_measured"]].to_numpy()).max()) * 1.05
     axes[0].plot([-lim, lim], [-lim, lim], color="k", lw=0.6)
-    axes[0].set(title="(a) one SGD step: measured vs 003 Eq. 6", xlabel=r"$\eta[1(b\in G)A_b - C\pi_b]$",
+    axes[0].set(title="(a) one SGD step: measured vs A-GRAE Eq. 6", xlabel=r"$\eta[1(b\in G)A_b - C\pi_b]$",
                 ylabel=r"measured $\Delta h_b$")
     axes[0].legend(fontsize=5, ncol=1)
     tr = df[df.panel == "trajectory"]
@@ -70,7 +70,7 @@ def plot(df: pd.DataFrame):
     for setting, cur in toy.groupby("setting", sort=False):
         axes[3].plot(cur.step, cur.entropy, color=COLORS[setting], label=f"{setting}: entropy")
         ax2.plot(cur.step, cur.prob, color=COLORS[setting], ls=":", label=rf"{setting}: $\pi$(a2)")
-    axes[3].set(title="(d) 001 toy, binary rewards: GRPO vs GRPO-N", xlabel="step", ylabel="entropy")
+    axes[3].set(title="(d) Two-Stage toy, binary rewards: GRPO vs GRPO-N", xlabel="step", ylabel="entropy")
     ax2.set_ylabel(r"$\pi$(a2) (dotted)")
     axes[3].legend(fontsize=6, loc="upper right")
     fig.tight_layout()
@@ -95,27 +95,27 @@ def claims(df: pd.DataFrame) -> list[Claim]:
 
     b2_0 = fin("GRPO (C=0), Adam", "prob", 0)
     return [
-        Claim("C = 0 (GRPO): unsampled behaviours do not move, max |dh| over 64 groups", "003 Theorem 1, Eq. 9",
+        Claim("C = 0 (GRPO): unsampled behaviours do not move, max |dh| over 64 groups", "A-GRAE Theorem 1, Eq. 9",
               0.0, float(c0.dh_measured.abs().max()), 1e-6),
         Claim("C = 0: sampled positives rise and sampled negatives fall (fraction with the sign of Eq. 7-8)",
-              "003 Eq. 7-8", 1.0, float(signs.mean()), 0),
-        Claim("C < 0: every unsampled behaviour rises (fraction with dh > 0)", "003 App. B.5, Eq. 36", 1.0,
+              "A-GRAE Eq. 7-8", 1.0, float(signs.mean()), 0),
+        Claim("C < 0: every unsampled behaviour rises (fraction with dh > 0)", "A-GRAE App. B.5, Eq. 36", 1.0,
               float((neg.dh_measured > 0).mean()), 0),
-        Claim("C < 0: unsampled dh = -eta C pi_b, max |measured - theorem|", "003 App. B.5, Eq. 36", 0.0,
+        Claim("C < 0: unsampled dh = -eta C pi_b, max |measured - theorem|", "A-GRAE App. B.5, Eq. 36", 0.0,
               float((neg.dh_measured - neg.dh_theorem).abs().max()), 1e-6),
         Claim("C < 0: a sampled incorrect behaviour can rise (1 = some dh > 0 among sampled negatives)",
-              "003 App. B.5, Eq. 35", 1.0, float((neg_sampled.dh_measured > 0).any()), 0),
+              "A-GRAE App. B.5, Eq. 35", 1.0, float((neg_sampled.dh_measured > 0).any()), 0),
         Claim(f"(ours) Adam, 200 steps: the rare correct b2 fades under C = 0 ({b2_0:.4f} -> "
               f"{fin('GRPO (C=0), Adam', 'prob'):.4f}) and grows under GRPO-N ({fin('GRPO-N (C<0), Adam', 'prob'):.4f}; "
-              "1 = both)", "003 App. B.5 (exploration incentive)", 1.0,
+              "1 = both)", "A-GRAE App. B.5 (exploration incentive)", 1.0,
               float(fin("GRPO (C=0), Adam", "prob") < b2_0 < fin("GRPO-N (C<0), Adam", "prob")), 0),
-        Claim(f"001 toy: GRPO-N keeps more entropy than GRPO after {last:g} steps ({fin('GRPO-N', 'entropy'):.3f} vs "
-              f"{fin('GRPO', 'entropy'):.3f}; 1 = yes)", "001 Sec. 4, Fig. 2 (GRPO entropy collapses)", 1.0,
+        Claim(f"Two-Stage toy: GRPO-N keeps more entropy than GRPO after {last:g} steps ({fin('GRPO-N', 'entropy'):.3f} vs "
+              f"{fin('GRPO', 'entropy'):.3f}; 1 = yes)", "Two-Stage Sec. 4, Fig. 2 (GRPO entropy collapses)", 1.0,
               float(fin("GRPO-N", "entropy") > 2 * fin("GRPO", "entropy")), 0),
-        Claim("001 toy: GRPO-N reaches the reward of GRPO, |Q_pos(GRPO-N) - Q_pos(GRPO)| at the end",
-              "001 Sec. 4 (competitive performance)", 0.0, abs(fin("GRPO-N", "Q_pos") - fin("GRPO", "Q_pos")), 0.01),
+        Claim("Two-Stage toy: GRPO-N reaches the reward of GRPO, |Q_pos(GRPO-N) - Q_pos(GRPO)| at the end",
+              "Two-Stage Sec. 4 (competitive performance)", 0.0, abs(fin("GRPO-N", "Q_pos") - fin("GRPO", "Q_pos")), 0.01),
     ]
 
 
 register(FigureSpec("agrae_thm1_behaviour", "Behaviour-space logit update: C = 0 (GRPO) vs C < 0 (negative-dominant, GRPO-N)",
-                    "A-GRAE (003) Theorem 1, App. B.3, B.5; two-stage paper (001) App. B.5", data, plot, claims))
+                    "A-GRAE Theorem 1, App. B.3, B.5; Two-Stage App. B.5", data, plot, claims))

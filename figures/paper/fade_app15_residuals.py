@@ -1,4 +1,4 @@
-"""FADE (000) App. 15.2: residual norms of correct vs failed tokens and their CLT baseline.
+"""FADE App. 15.2: residual norms of correct vs failed tokens and their CLT baseline.
 
 Under the null hypothesis that correct and failed tokens share one per-token covariance and
 differ only in number, ``‖R_F‖/‖R_S‖ ≈ sqrt(N_S/N_F)``
@@ -20,7 +20,7 @@ from rlvr_theory import rank1
 from ..registry import Claim, FigureSpec, register
 from ._style import subplots
 
-N_S, N_F = 8_968, 54_700  # 000 App. 15.2, AsymGRPO delta = 0.5 batches on Qwen 2.5 7B
+N_S, N_F = 8_968, 54_700  # FADE App. 15.2, AsymGRPO delta = 0.5 batches on Qwen 2.5 7B
 SCALE_7B = "needs last-layer hidden states / checkpoints of the paper's Qwen 2.5 7B-32B RL runs"
 
 
@@ -50,10 +50,10 @@ def plot(df: pd.DataFrame):
     c, m = df[df.kind == "clt"], df[df.kind == "monte_carlo"]
     ax.plot(c.N_S_over_N_F, c.residual_ratio, label=r"CLT baseline $\sqrt{N_S/N_F}$")
     ax.plot(m.N_S_over_N_F, m.residual_ratio, "o", label="Monte Carlo (i.i.d. terms)")
-    ax.axhspan(0.73, 0.79, color="C3", alpha=0.2, label="measured, Qwen 2.5 7B (000 Table 11)")
+    ax.axhspan(0.73, 0.79, color="C3", alpha=0.2, label="measured, Qwen 2.5 7B (FADE Table 11)")
     ax.axvline(N_S / N_F, color="k", lw=0.6, ls=":")
     ax.set(xscale="log", xlabel=r"$N_S/N_F$ (tokens)", ylabel=r"$\|R_F\| / \|R_S\|$",
-           title="Residual-norm ratio vs the CLT null (000 App. 15.2)")
+           title="Residual-norm ratio vs the CLT null (FADE App. 15.2)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -64,24 +64,24 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     paper_point = m.iloc[(m.N_S_over_N_F - N_S / N_F).abs().argmin()]
     nan = float("nan")
     return [
-        Claim("CLT baseline sqrt(N_S/N_F) with N_S = 8,968, N_F = 54,700", "000 App. 15.2",
+        Claim("CLT baseline sqrt(N_S/N_F) with N_S = 8,968, N_F = 54,700", "FADE App. 15.2",
               0.40, float(rank1.clt_residual_ratio(N_S, N_F)), 0.005),
-        Claim("Monte Carlo of the null at the paper's N_S/N_F agrees with the baseline", "000 App. 15.2",
+        Claim("Monte Carlo of the null at the paper's N_S/N_F agrees with the baseline", "FADE App. 15.2",
               float(np.sqrt(paper_point.N_S_over_N_F)), float(paper_point.residual_ratio), 0.02),
-        Claim("measured ||R_F||/||R_S|| (0.73-0.79)", "000 App. 15.2, Table 11", 0.76, nan, 0.03, note=SCALE_7B),
-        Claim("correct trajectories 3-4x more correlated than failed (rho-hat ratio)", "000 App. 15.2, Table 10",
+        Claim("measured ||R_F||/||R_S|| (0.73-0.79)", "FADE App. 15.2, Table 11", 0.76, nan, 0.03, note=SCALE_7B),
+        Claim("correct trajectories 3-4x more correlated than failed (rho-hat ratio)", "FADE App. 15.2, Table 10",
               3.5, nan, 0.5, note=SCALE_7B),
-        Claim("fraction of tokens with negative u in the head's rank-1 update (99.93-99.97%)", "000 App. 15.1",
+        Claim("fraction of tokens with negative u in the head's rank-1 update (99.93-99.97%)", "FADE App. 15.1",
               0.9995, nan, 0.0002, note=SCALE_7B),
-        Claim("share of vocabulary holding 50% of u's energy (~22%)", "000 App. 15.1", 0.22, nan, 0.02,
+        Claim("share of vocabulary holding 50% of u's energy (~22%)", "FADE App. 15.1", 0.22, nan, 0.02,
               note=SCALE_7B),
-        Claim("|cos| of u across sign-biased runs (0.93-0.99)", "000 App. 15.1", 0.96, nan, 0.03, note=SCALE_7B),
-        Claim("AsymGRPO output-head rank-1 fraction at 32B", "000 App. 15.2, Table 9", 0.456, nan, 0.01,
+        Claim("|cos| of u across sign-biased runs (0.93-0.99)", "FADE App. 15.1", 0.96, nan, 0.03, note=SCALE_7B),
+        Claim("AsymGRPO output-head rank-1 fraction at 32B", "FADE App. 15.2, Table 9", 0.456, nan, 0.01,
               note=SCALE_7B),
-        Claim("GRPO head direction |cos(u)| vs step 15,000 already at step 1,200", "000 App. 15.3, Table 12",
+        Claim("GRPO head direction |cos(u)| vs step 15,000 already at step 1,200", "FADE App. 15.3, Table 12",
               0.97, nan, 0.01, note=SCALE_7B),
     ]
 
 
 register(FigureSpec("fade_app15_residuals", "Residual-norm ratio of failed vs correct tokens and its CLT baseline",
-                    "FADE (000) App. 15.2, Tables 9-12", data, plot, claims))
+                    "FADE App. 15.2, Tables 9-12", data, plot, claims))

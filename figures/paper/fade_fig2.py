@@ -1,4 +1,4 @@
-"""FADE (000) Fig. 2: positive and negative gradient mass versus the solve rate p.
+"""FADE Fig. 2: positive and negative gradient mass versus the solve rate p.
 
 Left: existing methods; middle: the Power α series p(1−p)^α; right: the AsymGRPO series
 (m_F = p(1−p)/δ).  Solid lines m_S, dashed m_F (per rollout, closed forms at G = 8 where
@@ -57,16 +57,16 @@ def plot(df: pd.DataFrame):
 
 def claims(df: pd.DataFrame) -> list[Claim]:
     p_star, m_star = masses.peak(advantages.get("dr_grpo"))
-    out = [Claim("Dr. GRPO mass p(1-p) peaks at p = 1/2", "000 Sec. 2.2", 0.5, p_star, 1e-6),
-           Claim("Dr. GRPO peak mass is 1/4", "000 Sec. 2.2", 0.25, m_star, 1e-9)]
+    out = [Claim("Dr. GRPO mass p(1-p) peaks at p = 1/2", "FADE Sec. 2.2", 0.5, p_star, 1e-6),
+           Claim("Dr. GRPO peak mass is 1/4", "FADE Sec. 2.2", 0.25, m_star, 1e-9)]
     for a in (2.0, 3.0):
         p_star, m_star = masses.peak(advantages.get("power_alpha", alpha=a, normalize=True))
-        out.append(Claim(f"Power alpha={a:g} peaks at p = 1/(1+alpha)", "000 Sec. 4.3, App. 14", 1 / (1 + a), p_star, 1e-6))
-        out.append(Claim(f"Power alpha={a:g} normalised peak mass (Eq. 27)", "000 Eq. 27", 0.25, m_star, 1e-9))
+        out.append(Claim(f"Power alpha={a:g} peaks at p = 1/(1+alpha)", "FADE Sec. 4.3, App. 14", 1 / (1 + a), p_star, 1e-6))
+        out.append(Claim(f"Power alpha={a:g} normalised peak mass (Eq. 27)", "FADE Eq. 27", 0.25, m_star, 1e-9))
     sr = float(masses.sign_ratio(advantages.get("asym_grpo", delta=0.5), 0.3))
-    out.append(Claim("AsymGRPO delta=0.5: m_S/m_F = delta", "000 Sec. 4.1", 0.5, sr, 1e-12))
+    out.append(Claim("AsymGRPO delta=0.5: m_S/m_F = delta", "FADE Sec. 4.1", 0.5, sr, 1e-12))
     return out
 
 
-register(FigureSpec("fade_fig2", "Positive/negative gradient mass vs solve rate", "FADE (000) Fig. 2",
+register(FigureSpec("fade_fig2", "Positive/negative gradient mass vs solve rate", "FADE Fig. 2",
                     data, plot, claims))

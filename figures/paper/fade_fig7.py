@@ -1,4 +1,4 @@
-"""FADE (000) Fig. 7: variance of the gradient weight w(p) = C·p(1−p)^α at different solve
+"""FADE Fig. 7: variance of the gradient weight w(p) = C·p(1−p)^α at different solve
 rates for G = 16 Monte Carlo rollouts, several α (App. 14, Eq. 27-31).
 
 Left: the weights (peak-normalised, Eq. 27).  Middle: Var(w(p̂)) by the delta method
@@ -69,17 +69,17 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     for a in (2.0, 3.0, 5.0):
         mode, _ = masses.peak(_adv(a))
         out.append(Claim(f"alpha={a:g}: delta-method Var(w) vanishes at the weight mode 1/(1+alpha)",
-                         "000 App. 14 (after Eq. 31)", 0.0, float(variance.weight_variance(_adv(a), mode, G)), 1e-12))
-        out.append(Claim(f"alpha={a:g}: weight mode at 1/(1+alpha)", "000 Sec. 4.3, App. 14", 1 / (1 + a), mode, 1e-6))
+                         "FADE App. 14 (after Eq. 31)", 0.0, float(variance.weight_variance(_adv(a), mode, G)), 1e-12))
+        out.append(Claim(f"alpha={a:g}: weight mode at 1/(1+alpha)", "FADE Sec. 4.3, App. 14", 1 / (1 + a), mode, 1e-6))
     rel = float(variance.relative_weight_variance(_adv(3.0), 0.5, G))
-    out.append(Claim("alpha=3, p=0.5: relative variance [1-(1+a)p]^2/(G p(1-p)) = 4/G", "000 Eq. 31",
+    out.append(Claim("alpha=3, p=0.5: relative variance [1-(1+a)p]^2/(G p(1-p)) = 4/G", "FADE Eq. 31",
                      0.25, rel, 1e-12))
     var = float(variance.weight_variance(_adv(2.0), 0.1, G))
     c2 = 27 / 16  # C of Eq. 27 at alpha = 2: 3^3/(4*2^2)
-    out.append(Claim("alpha=2, p=0.1: Var(w) = C^2 p(1-p)^(2a-1)[1-(1+a)p]^2/G", "000 Eq. 30",
+    out.append(Claim("alpha=2, p=0.1: Var(w) = C^2 p(1-p)^(2a-1)[1-(1+a)p]^2/G", "FADE Eq. 30",
                      c2**2 * 0.1 * 0.9**3 * 0.7**2 / G, var, 1e-15))
     return out
 
 
 register(FigureSpec("fade_fig7", "Variance of the Power-alpha weight vs solve rate (G = 16)",
-                    "FADE (000) Fig. 7, App. 14 Eq. 27-31", data, plot, claims))
+                    "FADE Fig. 7, App. 14 Eq. 27-31", data, plot, claims))

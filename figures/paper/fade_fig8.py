@@ -1,4 +1,4 @@
-"""FADE (000) Fig. 8 (left): the FADE controller's α and δ over training, from the linear-head
+"""FADE Fig. 8 (left): the FADE controller's α and δ over training, from the linear-head
 population (:func:`simulations.linear_head.simulate_population` with ``advantage="fade"``,
 preset ``fade-fig8``): α decays as solve rates rise, δ decays once the entropy reaches
 H* = H0/2.
@@ -43,15 +43,15 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     first_drop = m[m.delta < 1].step.min()
     ent_at_drop = float(m[m.step == first_drop].entropy.iloc[0])
     return [
-        Claim("alpha starts at alpha_max = 3 (low initial solve rate)", "000 Eq. 11, Fig. 8", 3.0,
+        Claim("alpha starts at alpha_max = 3 (low initial solve rate)", "FADE Eq. 11, Fig. 8", 3.0,
               float(m.alpha.iloc[0]), 0.3),
-        Claim("alpha decays as solve rates rise: Spearman corr(alpha, solve rate) = -1 ideal", "000 Fig. 8",
+        Claim("alpha decays as solve rates rise: Spearman corr(alpha, solve rate) = -1 ideal", "FADE Fig. 8",
               -1.0, float(m.alpha.corr(m.solve_rate, method="spearman")), 0.3),
         Claim(f"delta leaves 1 only once entropy has reached H* = H0/2 (entropy/H0 = {ent_at_drop / H0:.3f} "
-              f"at step {first_drop}; 1 = below 1/2)", "000 Fig. 8", 1.0, float(ent_at_drop / H0 <= 0.5), 0),
-        Claim("delta ends at its floor 0.3", "000 Eq. 11", 0.3, float(m.delta.iloc[-1]), 0.05),
+              f"at step {first_drop}; 1 = below 1/2)", "FADE Fig. 8", 1.0, float(ent_at_drop / H0 <= 0.5), 0),
+        Claim("delta ends at its floor 0.3", "FADE Eq. 11", 0.3, float(m.delta.iloc[-1]), 0.05),
     ]
 
 
 register(FigureSpec("fade_fig8", "FADE controller alpha, delta over steps (linear head)",
-                    "FADE (000) Fig. 8 left", data, plot, claims))
+                    "FADE Fig. 8 left", data, plot, claims))

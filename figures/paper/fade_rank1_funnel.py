@@ -1,4 +1,4 @@
-"""The rank-1 funnel (FADE (000) App. 15, Prop. 15.1, Cor. 15.2): r1 = σ1²/‖ΔW‖_F² of the
+"""The rank-1 funnel (FADE App. 15, Prop. 15.1, Cor. 15.2): r1 = σ1²/‖ΔW‖_F² of the
 output-head update ΔW = W_t − W_0 over steps for AsymGRPO δ ∈ {0.5, 1, 2} and K failure
 modes, from :func:`simulations.linear_head.simulate_population`; dotted: r1 of the exact
 expected gradient at W_0 (:func:`simulations.linear_head.expected_gradient`).
@@ -61,16 +61,16 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     u1 = v[:, 0]
     limit = float(rank1.rank1_limit(Eg @ u1, Eg - (Eg @ u1)[:, None] * u1[None, :]))
     return [
-        Claim("Prop. 15.1 Eq. 33 limit equals sigma1^2/||E[g]||_F^2 (K=4, delta=0.5)", "000 Prop. 15.1",
+        Claim("Prop. 15.1 Eq. 33 limit equals sigma1^2/||E[g]||_F^2 (K=4, delta=0.5)", "FADE Prop. 15.1",
               limit, spectra.rank1_fraction(Eg), 1e-10),
-        Claim("more failure modes, larger r1: E[g] increasing in K for every delta (1 = yes)", "000 Cor. 15.2",
+        Claim("more failure modes, larger r1: E[g] increasing in K for every delta (1 = yes)", "FADE Cor. 15.2",
               1.0, float(all(e[2, d] < e[4, d] < e[16, d] for d in DELTAS)), 0),
-        Claim("smaller delta, larger r1: E[g] at every K (1 = yes)", "000 Prop. 15.1, Cor. 15.2", 1.0,
+        Claim("smaller delta, larger r1: E[g] at every K (1 = yes)", "FADE Prop. 15.1, Cor. 15.2", 1.0,
               float(all(e[K, 0.5] > e[K, 1.0] > e[K, 2.0] for K in KS)), 0),
-        Claim("simulated Delta W after 100 steps: r1 increasing in K at delta=0.5 (1 = yes)", "000 Cor. 15.2",
+        Claim("simulated Delta W after 100 steps: r1 increasing in K at delta=0.5 (1 = yes)", "FADE Cor. 15.2",
               1.0, float(s[2, 0.5] < s[4, 0.5] < s[16, 0.5]), 0),
     ]
 
 
 register(FigureSpec("fade_rank1_funnel", "Rank-1 funnel of the output-head update vs delta and K",
-                    "FADE (000) App. 15, Prop. 15.1, Cor. 15.2", data, plot, claims))
+                    "FADE App. 15, Prop. 15.1, Cor. 15.2", data, plot, claims))

@@ -1,4 +1,4 @@
-"""FADE (000) App. 14.1: the sweet spot of SNR²(p) ∝ s(p)²·p(1−p) for s = e^(−cp), the α
+"""FADE App. 14.1: the sweet spot of SNR²(p) ∝ s(p)²·p(1−p) for s = e^(−cp), the α
 whose weight mode 1/(1+α) sits there, and the α maximising the update quality Q (Eq. 10,
 uniform difficulty distribution) with known weights and with the weight-estimation
 correction Var(w)/w²·(s² + v) of App. 14 (G = 8, 16; delta method and exact binomial).
@@ -62,20 +62,20 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     a_mode = float(row.alpha_mode[0.5])
     mode, _ = masses.peak(advantages.get("power_alpha", alpha=a_mode))
     return [
-        Claim("flat signal (c = 0): sweet spot at p = 1/2", "000 App. 14.1", 0.5, float(row.p_star[0.0]), 1e-12),
-        Claim("c = 0.5: sweet spot inside [0.3, 0.5] (encoded 0.4 +- 0.1)", "000 App. 14.1", 0.4,
+        Claim("flat signal (c = 0): sweet spot at p = 1/2", "FADE App. 14.1", 0.5, float(row.p_star[0.0]), 1e-12),
+        Claim("c = 0.5: sweet spot inside [0.3, 0.5] (encoded 0.4 +- 0.1)", "FADE App. 14.1", 0.4,
               float(row.p_star[0.5]), 0.1),
-        Claim("c = 1: sweet spot at the lower end ~0.3 of [0.3, 0.5]", "000 App. 14.1", 0.3,
+        Claim("c = 1: sweet spot at the lower end ~0.3 of [0.3, 0.5]", "FADE App. 14.1", 0.3,
               float(row.p_star[1.0]), 0.01),
-        Claim("alpha with its weight mode 1/(1+alpha) at p*(0.5)", "000 Sec. 4.3", float(row.p_star[0.5]), mode, 1e-6),
-        Claim("known weights, c = 0.5: alpha ~ 1.2", "000 App. 14.1", 1.2, float(row.alpha_known[0.5]), 0.01),
-        Claim("known weights, c = 1: alpha ~ 1.45", "000 App. 14.1", 1.45, float(row.alpha_known[1.0]), 0.01),
-        Claim("corrected, c = 0.5, G = 8-16: alpha ~ 1.05 (ours: smaller of G = 8, 16)", "000 App. 14.1", 1.05,
+        Claim("alpha with its weight mode 1/(1+alpha) at p*(0.5)", "FADE Sec. 4.3", float(row.p_star[0.5]), mode, 1e-6),
+        Claim("known weights, c = 0.5: alpha ~ 1.2", "FADE App. 14.1", 1.2, float(row.alpha_known[0.5]), 0.01),
+        Claim("known weights, c = 1: alpha ~ 1.45", "FADE App. 14.1", 1.45, float(row.alpha_known[1.0]), 0.01),
+        Claim("corrected, c = 0.5, G = 8-16: alpha ~ 1.05 (ours: smaller of G = 8, 16)", "FADE App. 14.1", 1.05,
               float(min(corr[(0.5, 8)], corr[(0.5, 16)])), 0.015),
-        Claim("corrected, c = 1, G = 8-16: alpha ~ 1.25 (ours: larger of G = 8, 16)", "000 App. 14.1", 1.25,
+        Claim("corrected, c = 1, G = 8-16: alpha ~ 1.25 (ours: larger of G = 8, 16)", "FADE App. 14.1", 1.25,
               float(max(corr[(1.0, 8)], corr[(1.0, 16)])), 0.015),
     ]
 
 
 register(FigureSpec("fade_sweetspot", "Sweet spot and alpha with/without weight-estimation correction",
-                    "FADE (000) App. 14.1", data, plot, claims, markdown))
+                    "FADE App. 14.1", data, plot, claims, markdown))

@@ -1,4 +1,4 @@
-"""FADE (000) Table 1: every advantage as (m_S, m_F), closed form and numbers.
+"""FADE Table 1: every advantage as (m_S, m_F), closed form and numbers.
 
 The CSV holds one row per family: the sympy expressions (per rollout), the kind of the
 closed form, the source, any erratum, and the plug-in and exact finite-G values at
@@ -57,13 +57,13 @@ def markdown(df: pd.DataFrame) -> str:
 def claims(df: pd.DataFrame) -> list[Claim]:
     row = df.set_index("advantage")
     return [
-        Claim("GRPO m_S = m_F = sqrt(pq) at p = 0.3", "000 App. 8.1", 0.21**0.5, row.loc["grpo", "m_S@p=0.3"], 1e-12),
-        Claim("MaxRL m_S = m_F = q at p = 0.3", "000 App. 8.3", 0.7, row.loc["maxrl", "m_F@p=0.3"], 1e-12),
-        Claim("binary contrastive m_S = m_F = p at p = 0.3", "000 App. 8.7", 0.3,
+        Claim("GRPO m_S = m_F = sqrt(pq) at p = 0.3", "FADE App. 8.1", 0.21**0.5, row.loc["grpo", "m_S@p=0.3"], 1e-12),
+        Claim("MaxRL m_S = m_F = q at p = 0.3", "FADE App. 8.3", 0.7, row.loc["maxrl", "m_F@p=0.3"], 1e-12),
+        Claim("binary contrastive m_S = m_F = p at p = 0.3", "FADE App. 8.7", 0.3,
               row.loc["binary_contrastive", "m_F@p=0.3"], 1e-12),
-        Claim("MC-GRPO m_S = p·1[p <= 1/2] at p = 0.5", "000 App. 8.6", 0.5, row.loc["mc_grpo", "m_S@p=0.5"], 1e-12),
+        Claim("MC-GRPO m_S = p·1[p <= 1/2] at p = 0.5", "FADE App. 8.6", 0.5, row.loc["mc_grpo", "m_S@p=0.5"], 1e-12),
     ]
 
 
-register(FigureSpec("fade_table1", "Masses (m_S, m_F) of every advantage", "FADE (000) Table 1, App. 8",
+register(FigureSpec("fade_table1", "Masses (m_S, m_F) of every advantage", "FADE Table 1, App. 8",
                     data, plot, claims, markdown))

@@ -1,4 +1,4 @@
-"""FADE (000) Table 7: advantage ratio ρ(p) = m_S·p/(m_F·q) at p = 0.3 (Qwen 2.5 7B) and
+"""FADE Table 7: advantage ratio ρ(p) = m_S·p/(m_F·q) at p = 0.3 (Qwen 2.5 7B) and
 p = 0.5 (CWM 32B), plug-in (paper) and exact at finite G.
 
 As in the paper, families with only positive weights (m_F = 0: pass@k of Tang et al.,
@@ -55,12 +55,12 @@ def markdown(df: pd.DataFrame) -> str:
 def claims(df: pd.DataFrame) -> list[Claim]:
     r = df.set_index(["advantage", "p"]).advantage_ratio
     return [
-        Claim("sign-balanced rho(0.3) = p/(1-p) (GRPO)", "000 Sec. 11.3, Table 7", 0.3 / 0.7, r[("grpo", 0.3)], 1e-12),
-        Claim("sign-balanced rho(0.5) = 1 (GRPO)", "000 Sec. 11.3, Table 7", 1.0, r[("grpo", 0.5)], 1e-12),
-        Claim("AsymGRPO delta=1 is sign-balanced: rho(0.3) = 3/7", "000 Sec. 4.1", 3 / 7,
+        Claim("sign-balanced rho(0.3) = p/(1-p) (GRPO)", "FADE Sec. 11.3, Table 7", 0.3 / 0.7, r[("grpo", 0.3)], 1e-12),
+        Claim("sign-balanced rho(0.5) = 1 (GRPO)", "FADE Sec. 11.3, Table 7", 1.0, r[("grpo", 0.5)], 1e-12),
+        Claim("AsymGRPO delta=1 is sign-balanced: rho(0.3) = 3/7", "FADE Sec. 4.1", 3 / 7,
               r[("asym_grpo", 0.3)], 1e-12),
     ]
 
 
-register(FigureSpec("fade_table7", "Advantage ratio rho at p = 0.3 and 0.5", "FADE (000) Table 7, Sec. 11.3",
+register(FigureSpec("fade_table7", "Advantage ratio rho at p = 0.3 and 0.5", "FADE Table 7, Sec. 11.3",
                     data, plot, claims, markdown))

@@ -1,4 +1,4 @@
-"""FADE (000) Table 8: minimum signal enrichment s(p)/s(p̄) required for Power α = 3 to
+"""FADE Table 8: minimum signal enrichment s(p)/s(p̄) required for Power α = 3 to
 outperform GRPO at mean solve rate p̄ = 0.5 (iid noise, G = ∞), App. 14.
 
 The table's cells are missing from the text copy of the paper; the rows are regenerated
@@ -74,19 +74,19 @@ def markdown(df: pd.DataFrame) -> str:
 
 def claims(df: pd.DataFrame) -> list[Claim]:
     inf = df[df.G == np.inf].set_index("p").threshold
-    out = [Claim("alpha=3 at p_bar=0.5 needs >= 2.25x signal at alpha=3's mode p = 0.25", "000 Sec. 4.3",
+    out = [Claim("alpha=3 at p_bar=0.5 needs >= 2.25x signal at alpha=3's mode p = 0.25", "FADE Sec. 4.3",
                  2.25, float(inf[0.25]), 1e-12)]
     for p in (0.1, 0.2, 0.3, 0.4):
-        out.append(Claim(f"G = inf: threshold [2(1-p)]^2 at p = {p:g}", "000 App. 14, Table 8",
+        out.append(Claim(f"G = inf: threshold [2(1-p)]^2 at p = {p:g}", "FADE App. 14, Table 8",
                          (2 * (1 - p)) ** 2, float(inf[p]), 1e-12))
     g16 = df[(df.G == 16) & (df.p >= 0.1)]
     out.append(Claim("G = 16: multipliers ease by between 0 and 30% for p in [0.1, 0.5] (paper: <= 30%; "
-                     "encoded as 0.15 +- 0.15; ours = largest easing)", "000 Table 8 caption",
+                     "encoded as 0.15 +- 0.15; ours = largest easing)", "FADE Table 8 caption",
                      0.15, float(g16.easing.max()), 0.15 + 1e-12))
     out.append(Claim("G = 16: smallest easing for p in [0.1, 0.5] is >= 0 (encoded as 0.15 +- 0.15)",
-                     "000 Table 8 caption", 0.15, float(g16.easing.min()), 0.15 + 1e-12))
+                     "FADE Table 8 caption", 0.15, float(g16.easing.min()), 0.15 + 1e-12))
     return out
 
 
 register(FigureSpec("fade_table8", "Minimum signal enrichment for alpha = 3 over GRPO",
-                    "FADE (000) Table 8, App. 14", data, plot, claims, markdown))
+                    "FADE Table 8, App. 14", data, plot, claims, markdown))

@@ -1,4 +1,4 @@
-"""F-GRPO (002) Fig. 1a: probability that an update is active yet misses the rare-correct
+"""F-GRPO Fig. 1a: probability that an update is active yet misses the rare-correct
 mode, versus the group size N (Lemma 3.1), beside its two factors: the activity
 Pr(A_N) (Eq. 9) and the coverage factor (1 − τ)^N (Sec. 3.1).
 
@@ -64,16 +64,16 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     n_max = int(tm.index.max())
     intermediate = 2 < pk.N < n_max and pk.value > tm.loc[2] and pk.value > tm.loc[n_max]
     return [
-        Claim("N = 1 is never active, so Pr(B_tau) = 0", "002 Eq. 9, 11", 0.0, tm.loc[1], 0.0),
-        Claim("Pr(B_tau) peaks at intermediate N (1 = true)", "002 Fig. 1a caption, Sec. 3.1", 1.0,
+        Claim("N = 1 is never active, so Pr(B_tau) = 0", "F-GRPO Eq. 9, 11", 0.0, tm.loc[1], 0.0),
+        Claim("Pr(B_tau) peaks at intermediate N (1 = true)", "F-GRPO Fig. 1a caption, Sec. 3.1", 1.0,
               float(intermediate), 0.0),
-        Claim("small N: activity Pr(A_2) = 2 mu (1 - mu) = 1/2", "002 Eq. 9, Sec. 3.1 'Small N'", 0.5,
+        Claim("small N: activity Pr(A_2) = 2 mu (1 - mu) = 1/2", "F-GRPO Eq. 9, Sec. 3.1 'Small N'", 0.5,
               act.loc[2], 1e-12),
-        Claim(f"large N covers the rare mode: Pr(B_tau) at N = {n_max} -> 0", "002 Sec. 3.1 'Large N'", 0.0,
+        Claim(f"large N covers the rare mode: Pr(B_tau) at N = {n_max} -> 0", "F-GRPO Sec. 3.1 'Large N'", 0.0,
               tm.loc[n_max], 1e-6),
-        Claim(f"activity Pr(A_N) -> 1 at N = {n_max}", "002 Sec. 3.1", 1.0, act.loc[n_max], 1e-6),
+        Claim(f"activity Pr(A_N) -> 1 at N = {n_max}", "F-GRPO Sec. 3.1", 1.0, act.loc[n_max], 1e-6),
     ]
 
 
 register(FigureSpec("fgrpo_fig1a", "Tail-miss probability vs group size (active yet missing the rare mode)",
-                    "F-GRPO (002) Fig. 1a, Lemma 3.1", data, plot, claims))
+                    "F-GRPO Fig. 1a, Lemma 3.1", data, plot, claims))

@@ -1,4 +1,4 @@
-"""F-GRPO (002) Fig. 2: tail-miss probability Pr(B_τ) (Lemma 3.1) versus the group size N,
+"""F-GRPO Fig. 2: tail-miss probability Pr(B_τ) (Lemma 3.1) versus the group size N,
 one panel per μ_pos ∈ {0.8, 0.5, 0.2}, one curve per ρ = τ/μ_pos, stars at the peaks.
 
 The caption does not list the ρ values; we use ρ ∈ {0.2, 0.1, 0.05, 0.01}.  Peaks come from
@@ -63,14 +63,14 @@ def claims(df: pd.DataFrame) -> list[Claim]:
         end = curves[(curves.mu == mu) & (curves.N == n_max)].set_index("rho").tail_miss
         intermediate = bool(np.all(p.N.to_numpy() > 1) and np.all(end.loc[p.rho].to_numpy() < p.tail_miss.to_numpy()))
         out += [
-            Claim(f"mu = {mu:g}: smaller rho moves the peak right (1 = true)", "002 Fig. 2 caption", 1.0,
+            Claim(f"mu = {mu:g}: smaller rho moves the peak right (1 = true)", "F-GRPO Fig. 2 caption", 1.0,
                   float(right), 0.0),
-            Claim(f"mu = {mu:g}: smaller rho moves the peak up (1 = true)", "002 Fig. 2 caption", 1.0, float(up), 0.0),
-            Claim(f"mu = {mu:g}: every curve peaks at intermediate N (1 = true)", "002 Fig. 2 caption", 1.0,
+            Claim(f"mu = {mu:g}: smaller rho moves the peak up (1 = true)", "F-GRPO Fig. 2 caption", 1.0, float(up), 0.0),
+            Claim(f"mu = {mu:g}: every curve peaks at intermediate N (1 = true)", "F-GRPO Fig. 2 caption", 1.0,
                   float(intermediate), 0.0),
         ]
     return out
 
 
 register(FigureSpec("fgrpo_fig2", "Tail-miss probability vs N for several mu and rho, peaks marked",
-                    "F-GRPO (002) Fig. 2, Lemma 3.1", data, plot, claims))
+                    "F-GRPO Fig. 2, Lemma 3.1", data, plot, claims))

@@ -1,4 +1,4 @@
-"""F-GRPO (002) Fig. 3: focal-scaled advantage magnitude g(x)·|A_GRPO| versus the success
+"""F-GRPO Fig. 3: focal-scaled advantage magnitude g(x)·|A_GRPO| versus the success
 probability, g = (1 − μ̂_pos)^γ (Eq. 15-16); solid: correct rollouts, dashed: incorrect.
 Computed from the ``fgrpo`` advantage on groups of G = 400 rollouts.
 """
@@ -42,14 +42,14 @@ def plot(df: pd.DataFrame):
 def claims(df: pd.DataFrame) -> list[Claim]:
     at = df.set_index(["gamma", "mu_pos"])
     return [
-        Claim("gamma = 0 recovers GRPO: |A| = 1 at mu = 0.5", "002 Eq. 15-16", 1.0,
+        Claim("gamma = 0 recovers GRPO: |A| = 1 at mu = 0.5", "F-GRPO Eq. 15-16", 1.0,
               at.loc[(0.0, 0.5), "abs_A_correct"], 1e-12),
-        Claim("gamma = 1, mu = 0.75: correct |A| = 0.25·sqrt(1/3)", "002 Eq. 15-16, Fig. 3", 0.25 * (1 / 3) ** 0.5,
+        Claim("gamma = 1, mu = 0.75: correct |A| = 0.25·sqrt(1/3)", "F-GRPO Eq. 15-16, Fig. 3", 0.25 * (1 / 3) ** 0.5,
               at.loc[(1.0, 0.75), "abs_A_correct"], 1e-12),
-        Claim("gamma = 2, mu = 0.75: incorrect |A| = 0.0625·sqrt(3)", "002 Eq. 15-16, Fig. 3", 0.0625 * 3**0.5,
+        Claim("gamma = 2, mu = 0.75: incorrect |A| = 0.0625·sqrt(3)", "F-GRPO Eq. 15-16, Fig. 3", 0.0625 * 3**0.5,
               at.loc[(2.0, 0.75), "abs_A_incorrect"], 1e-12),
     ]
 
 
-register(FigureSpec("fgrpo_fig3", "Focal-weighted advantage magnitude vs success rate", "F-GRPO (002) Fig. 3",
+register(FigureSpec("fgrpo_fig3", "Focal-weighted advantage magnitude vs success rate", "F-GRPO Fig. 3",
                     data, plot, claims))

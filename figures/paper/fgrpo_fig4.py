@@ -1,6 +1,6 @@
-"""F-GRPO (002) Fig. 4: the categorical-policy simulation of App. J.
+"""F-GRPO Fig. 4: the categorical-policy simulation of App. J.
 
-(a) total correct mass Q_pos vs step, (b) retained positive mass M_ret (002 Eq. 26) vs step,
+(a) total correct mass Q_pos vs step, (b) retained positive mass M_ret (F-GRPO Eq. 26) vs step,
 (c) final Q_pos and M_ret vs group size N; solid γ = 0, dashed γ = 1.  Data from
 :func:`simulations.categorical.simulate` on the ``fgrpo-fig4-small`` preset (N ∈ {4, 1024,
 131,072}, one seed, 600 steps); ``rlvr-figures make fgrpo_fig4 --full`` draws the paper-scale
@@ -58,20 +58,20 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     Ns = sorted(m.N.unique())
     big, mid = Ns[-1], Ns[len(Ns) // 2]
     return [
-        Claim("initial total correct mass Q_pos", "002 App. J", 0.63, float(s0.Q_pos), 0.005),
-        Claim("initial anchor probability", "002 App. J", 4.7e-4, float(s0.p_anchor), 5e-6),
-        Claim(f"N = {big}: M_ret stays ~1 (gamma = 0)", "002 Sec. 5.1, App. J", 1.0, float(f.loc[(big, 0.0), "M_ret"]), 0.02),
-        Claim("Q_pos increases for every N (1 = all final Q_pos > initial)", "002 Fig. 4a", 1.0,
+        Claim("initial total correct mass Q_pos", "F-GRPO App. J", 0.63, float(s0.Q_pos), 0.005),
+        Claim("initial anchor probability", "F-GRPO App. J", 4.7e-4, float(s0.p_anchor), 5e-6),
+        Claim(f"N = {big}: M_ret stays ~1 (gamma = 0)", "F-GRPO Sec. 5.1, App. J", 1.0, float(f.loc[(big, 0.0), "M_ret"]), 0.02),
+        Claim("Q_pos increases for every N (1 = all final Q_pos > initial)", "F-GRPO Fig. 4a", 1.0,
               float(np.all(f.Q_pos.to_numpy() > s0.Q_pos)), 0.0),
-        Claim(f"N = {mid} (concentration zone): M_ret collapses below 0.5 (1 = yes)", "002 Fig. 4b-c", 1.0,
+        Claim(f"N = {mid} (concentration zone): M_ret collapses below 0.5 (1 = yes)", "F-GRPO Fig. 4b-c", 1.0,
               float(f.loc[(mid, 0.0), "M_ret"] < 0.5), 0.0),
-        Claim(f"N = {mid}: gamma = 1 retains more mass than gamma = 0 (1 = yes)", "002 Sec. 5.1", 1.0,
+        Claim(f"N = {mid}: gamma = 1 retains more mass than gamma = 0 (1 = yes)", "F-GRPO Sec. 5.1", 1.0,
               float(f.loc[(mid, 1.0), "M_ret"] > f.loc[(mid, 0.0), "M_ret"]), 0.0),
-        Claim("F-GRPO raises pass@256 of GRPO on Qwen2.5-7B to 70.3 (from 64.1)", "002 Abstract, Sec. 5.2",
+        Claim("F-GRPO raises pass@256 of GRPO on Qwen2.5-7B to 70.3 (from 64.1)", "F-GRPO Abstract, Sec. 5.2",
               70.3, float("nan"), 0.5, note="needs the paper's Qwen2.5-7B RL runs and benchmarks"),
     ]
 
 
 register(FigureSpec("fgrpo_fig4", "Categorical simulation: Q_pos and retained mass vs step and N",
-                    "F-GRPO (002) Fig. 4, App. J", data, plot, claims,
+                    "F-GRPO Fig. 4, App. J", data, plot, claims,
                     full_data=lambda: data("fgrpo-fig4")))

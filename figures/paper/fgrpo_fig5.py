@@ -1,4 +1,4 @@
-"""F-GRPO (002) App. J, Fig. 5: tail-miss probability Pr(B_τ) (Lemma 3.1) versus N for
+"""F-GRPO App. J, Fig. 5: tail-miss probability Pr(B_τ) (Lemma 3.1) versus N for
 μ_pos = 0.64 and τ = 6.3·10⁻⁵ (one non-anchor correct action of the 128,000-action
 categorical simulation), over the simulation's sweep N = 2, 4, ..., 2^17 and a dense grid.
 
@@ -59,16 +59,16 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     low = s[(s.index >= 2**3) & (s < 0.2)]
     first_low = int(np.log2(low.index.min()))
     return [
-        Claim("Pr(B_tau) < 1e-3 at N = 2^17 = 131,072 (bound: 0 +- 1e-3)", "002 App. J, Fig. 5", 0.0,
+        Claim("Pr(B_tau) < 1e-3 at N = 2^17 = 131,072 (bound: 0 +- 1e-3)", "F-GRPO App. J, Fig. 5", 0.0,
               s.loc[2**17], 1e-3),
-        Claim("plateau near 1 for intermediate N: min Pr(B_tau) over N = 2^3..2^10", "002 App. J, Fig. 5", 1.0,
+        Claim("plateau near 1 for intermediate N: min Pr(B_tau) over N = 2^3..2^10", "F-GRPO App. J, Fig. 5", 1.0,
               plateau.min(), 0.1),
         Claim("declines toward zero for N >~ 2^15: log2 of the first sweep N with Pr(B_tau) < 0.2",
-              "002 App. J, Fig. 5", 15.0, first_low, 0.0),
-        Claim("rises steeply for small N: Pr(B_tau) at N = 1 (never active)", "002 App. J, Eq. 11", 0.0,
+              "F-GRPO App. J, Fig. 5", 15.0, first_low, 0.0),
+        Claim("rises steeply for small N: Pr(B_tau) at N = 1 (never active)", "F-GRPO App. J, Eq. 11", 0.0,
               s.loc[1], 0.0),
     ]
 
 
 register(FigureSpec("fgrpo_fig5", "Tail-miss probability vs N in the categorical simulation's setting",
-                    "F-GRPO (002) App. J, Fig. 5, Lemma 3.1", data, plot, claims))
+                    "F-GRPO App. J, Fig. 5, Lemma 3.1", data, plot, claims))

@@ -1,4 +1,4 @@
-"""Over-sharpening (004) App. G: kernel similarity of the Persian/Siamese toy.
+"""Over-Sharpening App. G: kernel similarity of the Persian/Siamese toy.
 
 For the High / Mid / Low similarity Siamese embeddings: feature specificity
 ``λ = ‖e_Persian‖²`` and cross-similarity ``ρ = e_Persianᵀ e_Siamese`` read off the
@@ -55,9 +55,9 @@ def plot(df: pd.DataFrame):
     x = np.arange(len(LEVELS))
     ax.bar(x - 0.3, t.rho, 0.2, color="C0", label=r"$\rho$ ours")
     ax.bar(x - 0.1, t.rho_paper, 0.2, color="C0", alpha=0.45, label=r"$\rho$ paper")
-    ax.bar(x + 0.1, t.lambda_over_rho, 0.2, color="C1", label=r"$\lambda/\rho$ ours ($\lambda$ = %.4g)" % t["lambda"].iloc[0])
+    ax.bar(x + 0.1, t.lambda_over_rho, 0.2, color="C1", label=rf"$\lambda/\rho$ ours ($\lambda$ = {t['lambda'].iloc[0]:.4g})")
     ax.bar(x + 0.3, t.ratio_paper, 0.2, color="C1", alpha=0.45,
-           label=r"$\lambda/\rho$ paper ($\lambda$ = %.4g)" % t.lambda_paper.iloc[0])
+           label=rf"$\lambda/\rho$ paper ($\lambda$ = {t.lambda_paper.iloc[0]:.4g})")
     for xi, (r, q) in enumerate(zip(t.lambda_over_rho, t.ratio_paper)):
         ax.text(xi + 0.1, r + 0.03, f"{r:.3f}", ha="center", fontsize=6)
         ax.text(xi + 0.3, q + 0.03, f"{q:.2f}", ha="center", fontsize=6)
@@ -93,19 +93,19 @@ def markdown(df: pd.DataFrame) -> str:
 
 def claims(df: pd.DataFrame) -> list[Claim]:
     t = df[df.G == G_VALUES[0]].set_index("similarity")
-    out = [Claim(f"{s} similarity: rho = e_Persian . e_Siamese", "004 App. G", PAPER["rho"][s], t.loc[s, "rho"], 1e-12)
+    out = [Claim(f"{s} similarity: rho = e_Persian . e_Siamese", "Over-Sharpening App. G", PAPER["rho"][s], t.loc[s, "rho"], 1e-12)
            for s in LEVELS]
-    out += [Claim(f"{s} similarity: printed lambda/rho = printed lambda 0.8775 / our rho (2 decimals)", "004 App. G",
+    out += [Claim(f"{s} similarity: printed lambda/rho = printed lambda 0.8775 / our rho (2 decimals)", "Over-Sharpening App. G",
                   PAPER["ratio"][s], PAPER["lambda"] / t.loc[s, "rho"], 0.005) for s in LEVELS]
     note = ("the paper prints lambda = 0.8775, but ||e_Persian||^2 = 0.75^2 + 0.5^2 + 0.25^2 + 0.1^2 = 0.885 "
             "(0.8775 is what 0.05^2 in the last place gives); its lambda/rho column is 0.8775/rho")
-    out += [Claim(f"{s} similarity: lambda/rho", "004 App. G", PAPER["ratio"][s], t.loc[s, "lambda_over_rho"],
+    out += [Claim(f"{s} similarity: lambda/rho", "Over-Sharpening App. G", PAPER["ratio"][s], t.loc[s, "lambda_over_rho"],
                   0.005, note=note) for s in LEVELS]
     ratios = t.loc[list(LEVELS), "lambda_over_rho"].to_numpy()
-    out.append(Claim("lambda/rho increases High -> Mid -> Low (1 = true)", "004 App. G", 1.0,
+    out.append(Claim("lambda/rho increases High -> Mid -> Low (1 = true)", "Over-Sharpening App. G", 1.0,
                      float(np.all(np.diff(ratios) > 0)), 0.0))
     return out
 
 
 register(FigureSpec("oversharpening_appg", "Kernel similarity and coupling ratio of the Persian/Siamese toy",
-                    "Over-sharpening (004) App. G, Cor. 2.2", data, plot, claims, markdown))
+                    "Over-Sharpening App. G, Cor. 2.2", data, plot, claims, markdown))

@@ -1,4 +1,4 @@
-"""Over-sharpening (004) Fig. 1 (and App. G Fig. 3): π(Cat|Persian), π(Persian|Persian) over
+"""Over-Sharpening Fig. 1 (and App. G Fig. 3): π(Cat|Persian), π(Persian|Persian) over
 training for raw, mean-shifted and normalised advantages (plus RLOO, REINFORCE++) and group
 sizes G, Persian-only training, from :func:`simulations.linear_head.simulate_toy`.
 """
@@ -52,9 +52,9 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     raw, ms, nm = _share(df, "raw"), _share(df, "mean-shifted"), _share(df, "normalised")
     return [
         Claim("raw rewards: collapse onto one label (mean winner share of Cat/Persian at step 500, 1 = full)",
-              "004 Sec. 2.4, Fig. 1", 1.0, raw, 0.1),
-        Claim("raw collapses more aggressively than mean-shifted (1 = yes)", "004 Sec. 2.4", 1.0, float(raw > ms), 0),
-        Claim("normalised slower than mean-shifted (1 = yes)", "004 Sec. 2.4", 1.0, float(nm < ms), 0,
+              "Over-Sharpening Sec. 2.4, Fig. 1", 1.0, raw, 0.1),
+        Claim("raw collapses more aggressively than mean-shifted (1 = yes)", "Over-Sharpening Sec. 2.4", 1.0, float(raw > ms), 0),
+        Claim("normalised slower than mean-shifted (1 = yes)", "Over-Sharpening Sec. 2.4", 1.0, float(nm < ms), 0,
               note="not reproduced with sum-over-group SGD updates: dividing by the group std (<= 1/2 for "
                    "binary rewards) enlarges the step, so normalised collapses faster; the paper gives "
                    "neither lr nor reduction (docs/simulations_linear_head.md)"),
@@ -62,4 +62,4 @@ def claims(df: pd.DataFrame) -> list[Claim]:
 
 
 register(FigureSpec("oversharpening_fig1", "Over-sharpening toy: collapse onto one label",
-                    "Over-sharpening (004) Fig. 1, App. G Fig. 3", data, plot, claims))
+                    "Over-Sharpening Fig. 1, App. G Fig. 3", data, plot, claims))

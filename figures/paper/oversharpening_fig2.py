@@ -1,4 +1,4 @@
-"""Over-sharpening (004) Fig. 2 and the IAC panel (App. H Fig. 5a): held-out Siamese accuracy
+"""Over-Sharpening Fig. 2 and the IAC panel (App. H Fig. 5a): held-out Siamese accuracy
 π(Siamese|Siamese) for High/Mid/Low similarity and G while training only on Persian
 (normalised advantages), and the winner share of GRPO vs IAC, from
 :func:`simulations.linear_head.simulate_toy`.
@@ -32,7 +32,7 @@ def plot(df: pd.DataFrame):
     fig, axes = subplots(3)
     g = df[df.advantage == "grpo"]
     for i, s in enumerate(SIMS):
-        for j, (G, ls) in enumerate(zip(GS, ("-", "--"))):
+        for G, ls in zip(GS, ("-", "--")):
             cur = g[(g.similarity == s) & (g.G == G)]
             axes[0].plot(cur.step, cur.siamese_acc, color=f"C{i}", ls=ls, label=f"{s}, G={G}")
     axes[0].set_title("held-out Siamese accuracy (GRPO)")
@@ -60,10 +60,10 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     last = df[(df.step == df.step.max()) & (df.similarity == "High")].groupby("advantage").entropy.mean()
     return [
         Claim("Siamese accuracy squeezed faster for higher similarity, High < Mid < Low at step 100 (1 = yes)",
-              "004 Sec. 2.4, Fig. 2", 1.0, float(sim_order), 0),
-        Claim("larger G squeezes Siamese faster, G=16 < G=4 at step 100 (1 = yes)", "004 Sec. 2.4, Fig. 2",
+              "Over-Sharpening Sec. 2.4, Fig. 2", 1.0, float(sim_order), 0),
+        Claim("larger G squeezes Siamese faster, G=16 < G=4 at step 100 (1 = yes)", "Over-Sharpening Sec. 2.4, Fig. 2",
               1.0, float(g_order), 0),
-        Claim("IAC retards collapse: final entropy IAC > GRPO (1 = yes)", "004 App. H, Fig. 5a", 1.0,
+        Claim("IAC retards collapse: final entropy IAC > GRPO (1 = yes)", "Over-Sharpening App. H, Fig. 5a", 1.0,
               float(last["iac"] > last["grpo"]), 0,
               note="the paper's rule scales positives by (G - |S+|)^alpha >= 1; with one training prompt "
                    "nothing is redistributed across prompts and the larger positive steps speed collapse"),
@@ -71,4 +71,4 @@ def claims(df: pd.DataFrame) -> list[Claim]:
 
 
 register(FigureSpec("oversharpening_fig2", "Semantic coupling squeezes the held-out class; IAC panel",
-                    "Over-sharpening (004) Fig. 2, App. H Fig. 5", data, plot, claims))
+                    "Over-Sharpening Fig. 2, App. H Fig. 5", data, plot, claims))

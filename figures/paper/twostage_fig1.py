@@ -1,7 +1,7 @@
-"""Two-stage paper (001) Fig. 1: probability mass dynamics of three actions.
+"""Two-Stage Fig. 1: probability mass dynamics of three actions.
 
 ``a1`` explored and rewarded, ``a2`` unexplored with a higher reward, ``a3`` explored with
-reward 0; 001 Algorithm 1 (``G = 2`` samples, mean baseline, Adam, ``η = 0.1``).  Top row:
+reward 0; Two-Stage Algorithm 1 (``G = 2`` samples, mean baseline, Adam, ``η = 0.1``).  Top row:
 three initial ``π(a2)`` at fixed rewards; bottom row: three ``r(a1)`` at a fixed initial policy
 (the paper's layout; its exact values are only in the image, ours are in
 ``docs/simulations_toys.md``).  Data from :func:`simulations.toys.run` (``twostage-fig1``);
@@ -68,7 +68,7 @@ def plot(df: pd.DataFrame):
     axes[0, 0].set_ylabel("probability (top: same rewards)")
     axes[1, 0].set_ylabel("probability (bottom: same initial policy)")
     axes[0, 0].legend(fontsize=7)
-    fig.suptitle("001 Fig. 1: two-stage dynamic (G = 2, Adam, lr 0.1; thick: mean of seeds)", fontsize=10)
+    fig.suptitle("Two-Stage Fig. 1: two-stage dynamic (G = 2, Adam, lr 0.1; thick: mean of seeds)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -88,18 +88,18 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     row2 = [t.loc[(k, 2), "t_cross"] for k in ("r(a1)=0.2", "r(a1)=0.5", "r(a1)=0.8")]
     return [
         Claim(f"{base}: fraction of seeds where pi(a1) rises, then falls once a2 overtakes it (paper: the dynamic of "
-              "Fig. 1; pass if >= 0.75)", "001 Sec. 3.2, Fig. 1", 1.0, float(s.two_stage), 0.25),
+              "Fig. 1; pass if >= 0.75)", "Two-Stage Sec. 3.2, Fig. 1", 1.0, float(s.two_stage), 0.25),
         Claim(f"{base}: exploitation before exploration, median step of the pi(a1) peak < median step where a2 "
-              "overtakes a1 (1 = yes)", "001 Remark 3, Sec. 3.2", 1.0, float(s.t_peak < s.t_cross), 0),
+              "overtakes a1 (1 = yes)", "Two-Stage Remark 3, Sec. 3.2", 1.0, float(s.t_peak < s.t_cross), 0),
         Claim(f"{base}: pi(a3) (reward 0) only decreases, seed mean never rises by > 1e-3 (1 = yes)",
-              "001 Sec. 3.2", 1.0, float(np.all(np.diff(a3) < 1e-3)), 0),
+              "Two-Stage Sec. 3.2", 1.0, float(np.all(np.diff(a3) < 1e-3)), 0),
         Claim(f"{base}: pi(a2) 'almost unchanged (or may even decrease)' in stage 1: median pi(a2)/pi0(a2) when "
-              "pi(a1) first exceeds 0.9 (pass in [0.25, 1.75])", "001 Sec. 3.2, Remark 2-3", 1.0, ratio, 0.75),
+              "pi(a1) first exceeds 0.9 (pass in [0.25, 1.75])", "Two-Stage Sec. 3.2, Remark 2-3", 1.0, ratio, 0.75),
         Claim("smaller initial pi(a2) -> later exploration: median crossing step increases for pi0(a2) = 0.05, 0.01, "
-              f"0.002 ({row1[0]:g}, {row1[1]:g}, {row1[2]:g}; 1 = yes)", "001 Theorem 1, Remark 3 (update scales "
+              f"0.002 ({row1[0]:g}, {row1[1]:g}, {row1[2]:g}; 1 = yes)", "Two-Stage Theorem 1, Remark 3 (update scales "
               "with pi(v))", 1.0, float(row1[0] < row1[1] < row1[2]), 0),
         Claim("larger reward gap r(a2) - r(a1) -> earlier exploration: median crossing step increases for r(a1) = "
-              f"0.2, 0.5, 0.8 ({row2[0]:g}, {row2[1]:g}, {row2[2]:g}; 1 = yes)", "001 Theorem 1 (update scales "
+              f"0.2, 0.5, 0.8 ({row2[0]:g}, {row2[1]:g}, {row2[2]:g}; 1 = yes)", "Two-Stage Theorem 1 (update scales "
               "with the advantage)", 1.0, float(row2[0] < row2[1] < row2[2]), 0),
         Claim(f"{base}: every run starts at pi(a1) = 0.3", "setting (docs/simulations_toys.md)", 0.3,
               float(st.p_first_0.mean()), 1e-6),
@@ -107,4 +107,4 @@ def claims(df: pd.DataFrame) -> list[Claim]:
 
 
 register(FigureSpec("twostage_fig1", "Two-stage dynamic of three actions (initial policy and rewards)",
-                    "Two-stage paper (001) Fig. 1, Sec. 3.2, App. C.1 Alg. 1", data, plot, claims))
+                    "Two-Stage Fig. 1, Sec. 3.2, App. C.1 Alg. 1", data, plot, claims))

@@ -1,7 +1,7 @@
-"""Two-stage paper (001) Fig. 5: the three-action toy for group sizes G = 2, 3, 5, 10.
+"""Two-Stage Fig. 5: the three-action toy for group sizes G = 2, 3, 5, 10.
 
-Initial policy and rewards held fixed (``π_0 = (0.3, 0.01, 0.69)``, ``r = (0.5, 1, 0)``), 001
-Algorithm 1 with Adam, ``η = 0.1``.  001 App. C.4: "a larger G leads to more stable
+Initial policy and rewards held fixed (``π_0 = (0.3, 0.01, 0.69)``, ``r = (0.5, 1, 0)``), Two-Stage
+Algorithm 1 with Adam, ``η = 0.1``.  Two-Stage App. C.4: "a larger G leads to more stable
 optimization and does not affect our main findings and conclusions, the two-stage dynamic".
 Data from :func:`simulations.toys.run` (``twostage-fig5``; the four G run batched in one
 engine call).  Registered only when the engine has per-action rewards.
@@ -29,7 +29,7 @@ def plot(df: pd.DataFrame):
         panel(ax, df[df.N == G], f"G = {G}")
     axes[0].set_ylabel("probability")
     axes[0].legend(fontsize=7)
-    fig.suptitle(r"001 Fig. 5: group sizes ($\pi_0$ = (0.3, 0.01, 0.69), r = (0.5, 1, 0), Adam, lr 0.1)", fontsize=10)
+    fig.suptitle(r"Two-Stage Fig. 5: group sizes ($\pi_0$ = (0.3, 0.01, 0.69), r = (0.5, 1, 0), Adam, lr 0.1)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -45,20 +45,20 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     spread = {G: seed_spread(df, G) for G in GS}
     return [
         Claim("the two-stage dynamic holds for every G: smallest fraction of seeds with both stages over "
-              "G = 2, 3, 5, 10 (pass if >= 0.75)", "001 App. C.4, Fig. 5", 1.0, float(t.two_stage.min()), 0.25),
+              "G = 2, 3, 5, 10 (pass if >= 0.75)", "Two-Stage App. C.4, Fig. 5", 1.0, float(t.two_stage.min()), 0.25),
         Claim(f"larger G is more stable: seed spread of pi(a1) (mean over steps of the std over seeds) smaller at "
-              f"G = 10 ({spread[10]:.3f}) than at G = 2 ({spread[2]:.3f}) (1 = yes)", "001 App. C.4, Sec. 3.2", 1.0,
+              f"G = 10 ({spread[10]:.3f}) than at G = 2 ({spread[2]:.3f}) (1 = yes)", "Two-Stage App. C.4, Sec. 3.2", 1.0,
               float(spread[10] < spread[2]), 0),
         Claim(f"larger G is more stable: seed std of the crossing step smaller at G = 10 ({t.t_cross_std[10]:.0f}) "
-              f"than at G = 2 ({t.t_cross_std[2]:.0f}) (1 = yes)", "001 App. C.4", 1.0,
+              f"than at G = 2 ({t.t_cross_std[2]:.0f}) (1 = yes)", "Two-Stage App. C.4", 1.0,
               float(t.t_cross_std[10] < t.t_cross_std[2]), 0),
-        Claim(f"(ours, not stated in 001) larger G finds a2 earlier: median crossing step G = 10 "
-              f"({t.t_cross[10]:g}) < G = 2 ({t.t_cross[2]:g}) (1 = yes)", "follows from 001 Theorem 1 "
+        Claim(f"(ours, not stated in Two-Stage) larger G finds a2 earlier: median crossing step G = 10 "
+              f"({t.t_cross[10]:g}) < G = 2 ({t.t_cross[2]:g}) (1 = yes)", "follows from Two-Stage Theorem 1 "
               "(more draws per step)", 1.0, float(t.t_cross[10] < t.t_cross[2]), 0),
-        Claim("all G start from the same policy: pi(a1) at step 0", "001 App. C.4 (pi held constant)", 0.3,
+        Claim("all G start from the same policy: pi(a1) at step 0", "Two-Stage App. C.4 (pi held constant)", 0.3,
               float(np.mean(df[(df.step == 0) & (df.action == "a1")].prob)), 1e-6),
     ]
 
 
 register(FigureSpec("twostage_fig5", "Two-stage dynamic for group sizes G = 2, 3, 5, 10",
-                    "Two-stage paper (001) Fig. 5, App. C.4", data, plot, claims))
+                    "Two-Stage Fig. 5, App. C.4", data, plot, claims))

@@ -1,6 +1,6 @@
-"""Two-stage paper (001) Fig. 6: the three-action toy at training temperatures 1, 2, 5, 20.
+"""Two-Stage Fig. 6: the three-action toy at training temperatures 1, 2, 5, 20.
 
-``π = softmax(z/τ)`` with the initial probabilities held fixed (001 App. C.4: "action rewards r
+``π = softmax(z/τ)`` with the initial probabilities held fixed (Two-Stage App. C.4: "action rewards r
 and initial policy probabilities π held constant"), so ``z_0 = τ·log π_0``.  With Adam the
 gradient's factor ``1/τ`` is normalised away and ``u = z/τ`` moves by about ``η/τ`` per
 step: a higher temperature slows both stages down (tested in ``tests/simulations/test_toys.py``: the
@@ -36,7 +36,7 @@ def plot(df: pd.DataFrame):
     axes[-1].legend(fontsize=7)
     axes[0].set_ylabel("probability")
     axes[0].legend(fontsize=7)
-    fig.suptitle(r"001 Fig. 6: temperatures ($\pi_0$ = (0.3, 0.01, 0.69) at every T, r = (0.5, 1, 0), G = 2, Adam, lr 0.1)",
+    fig.suptitle(r"Two-Stage Fig. 6: temperatures ($\pi_0$ = (0.3, 0.01, 0.69) at every T, r = (0.5, 1, 0), G = 2, Adam, lr 0.1)",
                  fontsize=10)
     fig.tight_layout()
     return fig
@@ -49,18 +49,18 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     hmin = df[df.action == "a1"].groupby(["temperature", "seed"]).entropy.min().groupby("temperature").median()
     return [
         Claim("the two-stage dynamic at T = 1, 2, 5 within 2,000 steps: smallest fraction of seeds with both "
-              "stages (pass if >= 0.75)", "001 App. C.4, Fig. 6", 1.0,
+              "stages (pass if >= 0.75)", "Two-Stage App. C.4, Fig. 6", 1.0,
               float(min(t.two_stage[lab[T]] for T in TS[:3])), 0.25),
         Claim("higher temperature keeps a more diverse policy: median over seeds of the minimum entropy increases "
               "with T = 1, 2, 5, 20 (" + ", ".join(f"{hmin[T]:.3g}" for T in TS) + "; 1 = yes)",
-              "001 App. C.4 (after An et al. 2025)", 1.0, float(np.all(np.diff(hmin[list(TS)].to_numpy()) > 0)), 0),
+              "Two-Stage App. C.4 (after An et al. 2025)", 1.0, float(np.all(np.diff(hmin[list(TS)].to_numpy()) > 0)), 0),
         Claim("(ours) higher temperature slows the dynamic (Adam step eta/T in z/T): median step of the pi(a1) "
               "peak increases with T (" + ", ".join(f"{p:g}" for p in peaks) + "; 1 = yes)",
               "derivation in docs/simulations_toys.md", 1.0, float(np.all(np.diff(peaks) > 0)), 0),
-        Claim("initial policy held constant across T: max |pi(a1) at step 0 - 0.3|", "001 App. C.4", 0.0,
+        Claim("initial policy held constant across T: max |pi(a1) at step 0 - 0.3|", "Two-Stage App. C.4", 0.0,
               float(np.abs(df[(df.step == 0) & (df.action == "a1")].prob - 0.3).max()), 1e-6),
     ]
 
 
 register(FigureSpec("twostage_fig6", "Two-stage dynamic for temperatures 1, 2, 5, 20",
-                    "Two-stage paper (001) Fig. 6, App. C.4", data, plot, claims))
+                    "Two-Stage Fig. 6, App. C.4", data, plot, claims))

@@ -2,6 +2,8 @@
 
 Modules (import what you need; importing the package loads neither torch nor transformers):
 
+* :mod:`~simulations.grpo.config` — the settings of every run kind (``SFTConfig``,
+  ``GRPOConfig``, ``EvalConfig``, ``SweepConfig``), from which the command line is generated;
 * :mod:`~simulations.grpo.tasks` — synthetic tasks with exact verifiers, a difficulty knob,
   train / held-out splits and a registry for your own tasks;
 * :mod:`~simulations.grpo.tokenizer` — a character tokenizer built locally (``tokenizers``);

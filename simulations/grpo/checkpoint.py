@@ -1,8 +1,10 @@
 """Run directories: atomic checkpoints, metrics files, finding the last complete checkpoint.
 
-Nothing appears under a final name half-written: a checkpoint is written into a temporary
-directory ``.checkpoint-000010.tmp-XXXX`` next to its final place and renamed when complete;
-metrics files go through :func:`analysis.io.atomic_write`.
+Nothing appears under a final name half-written: a checkpoint is built by
+:func:`analysis.io.atomic_dir` in a temporary directory ``.checkpoint-000010.XXXX.tmp`` next to
+its final place and renamed when complete; JSON files go through :func:`analysis.io.write_json`
+(strict JSON: NaN as ``null``, ±inf as ``"inf"``/``"-inf"``) and metrics files through
+:func:`analysis.io.atomic_write`.
 
 A checkpoint directory holds ``model.safetensors`` + ``config.json`` (``save_pretrained``),
 the tokenizer files, ``task.json`` (the task spec) and, for GRPO, ``trainer_state.json`` plus
@@ -14,69 +16,25 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import re
 import shutil
-import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-from analysis.io import atomic_write, atomic_write_text
+from analysis.io import atomic_dir, atomic_write, write_json
+from rlvr_theory.serialize import dumps, jsonable
 
-__all__ = ["save_dir_atomic", "save_model_dir", "checkpoint_name", "latest_checkpoint", "list_checkpoints",
+__all__ = ["save_model_dir", "checkpoint_name", "latest_checkpoint", "list_checkpoints",
            "clean_partial", "MetricsLog", "write_json", "read_json"]
 
 _CKPT = re.compile(r"^checkpoint-(\d{6,})$")
 
 
-def _clean(value: Any) -> Any:
-    """JSON-safe value: NaN/inf → None, numpy scalars → Python numbers."""
-    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Atomic JSON file (indent 2, NaN written as null)."""
-    def conv(o: Any) -> Any:
-        if isinstance(o, Mapping):
-            return {str(k): conv(v) for k, v in o.items()}
-        if isinstance(o, (list, tuple)):
-            return [conv(v) for v in o]
-        return _clean(o)
-    return atomic_write_text(path, json.dumps(conv(obj), indent=2) + "\n")
-
-
 def read_json(path: str | os.PathLike) -> Any:
+    """The JSON document in ``path`` (written by :func:`write_json`, i.e. :func:`analysis.io.write_json`)."""
     return json.loads(Path(path).read_text())
-
-
-def save_dir_atomic(final: str | os.PathLike, fill: Callable[[Path], None]) -> Path:
-    """Call ``fill(tmpdir)`` on a fresh temporary directory beside ``final``, then rename it.
-
-    An existing ``final`` is replaced (moved aside first, deleted after the rename).  On any
-    error the temporary directory is removed and ``final`` is left as it was.
-    """
-    final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-    try:
-        fill(tmp)
-        os.chmod(tmp, 0o755)
-        old = None
-        if final.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=final.parent))
-            os.replace(final, old / final.name)
-        os.replace(tmp, final)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final
 
 
 def save_model_dir(final: str | os.PathLike, model: Any, tokenizer: Any, *,
@@ -93,7 +51,7 @@ def save_model_dir(final: str | os.PathLike, model: Any, tokenizer: Any, *,
             write_json(tmp / name, obj)
         if extra is not None:
             extra(tmp)
-    return save_dir_atomic(final, fill)
+    return atomic_dir(final, fill)
 
 
 def checkpoint_name(step: int) -> str:
@@ -127,7 +85,7 @@ def clean_partial(run_dir: str | os.PathLike) -> list[Path]:
     for p in run.glob(".*.tmp*") if run.is_dir() else []:
         shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
         removed.append(p)
-    for p in run.glob(".*.old-*") if run.is_dir() else []:
+    for p in run.glob(".*.old*") if run.is_dir() else []:
         shutil.rmtree(p, ignore_errors=True)
         removed.append(p)
     return removed
@@ -137,7 +95,8 @@ class MetricsLog:
     """Rows of per-step metrics, written to ``metrics.jsonl`` and ``metrics.csv`` atomically.
 
     ``columns`` fixes the leading column order; keys not listed are appended in first-seen
-    order.  Non-finite values are written as ``null`` (JSON) / empty (CSV).
+    order.  Values follow the JSON policy of :mod:`rlvr_theory.serialize` (NaN as ``null``,
+    written empty in the CSV; ±inf as ``"inf"``/``"-inf"``).
     """
 
     def __init__(self, run_dir: str | os.PathLike, columns: Sequence[str] = ()):
@@ -146,7 +105,7 @@ class MetricsLog:
         self.rows: list[dict[str, Any]] = []
 
     def append(self, row: Mapping[str, Any]) -> None:
-        self.rows.append({k: _clean(v) for k, v in row.items()})
+        self.rows.append(jsonable(dict(row)))
         for k in row:
             if k not in self.columns:
                 self.columns.append(k)
@@ -166,7 +125,7 @@ class MetricsLog:
         def jsonl(p: str) -> None:
             with open(p, "w") as f:
                 for r in self.rows:
-                    f.write(json.dumps(r) + "\n")
+                    f.write(dumps(r) + "\n")
 
         def csv_(p: str) -> None:
             buf = io.StringIO()

@@ -9,159 +9,93 @@
     rlvr-train eval runs/asym05/checkpoint-000200 --k 1 8 64
     rlvr-train sweep --init runs/sft/final --steps 200 --out runs/sweep
 
-Bad settings print ``rlvr-train: error: MESSAGE`` (naming the setting) and exit with status 2
-before any work starts.
+The flags of every subcommand are generated from the fields of its settings dataclass in
+:mod:`simulations.grpo.config` (``--group-size`` for ``GRPOConfig.group_size``; the help shows
+each field's default).  Parsing, dispatch, errors and ``--threads`` are those of
+:mod:`rlvr_theory.runner`: a bad setting prints ``rlvr-train: error: MESSAGE`` (naming the
+flag) and exits with status 2 before any work starts.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-__all__ = ["main", "main_exit", "build_parser"]
+from rlvr_theory import runner
+
+from .config import EvalConfig, GRPOConfig, SFTConfig, SweepConfig, read_run_settings
+
+__all__ = ["main", "main_exit", "build_parser", "add_run_settings", "NOT_FLAGS"]
 
 PROG = "rlvr-train"
 
+#: fields that get no flag of their own name, and what sets them instead
+NOT_FLAGS = {
+    "params": "--param NAME=VALUE (repeatable)",
+    "fade_params": "--fade-param NAME=VALUE (repeatable)",
+    "checkpoint": "the positional argument of rlvr-train eval",
+    **{name: "set by the sweep for each run" for name in SweepConfig.PER_RUN},
+}
 
-def _add_common(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--seed", type=int, default=None, help="seed of every random draw [0]")
-    ap.add_argument("--device", default=None, help="auto, cpu, cuda, cuda:N [auto]")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads [torch default]")
-    ap.add_argument("--quiet", action="store_true", default=None, help="no progress bars")
+#: choices that exclude each other on the command line
+_EXCLUSIVE = (("init", "preset"), ("advantage", "schedule"))
 
 
-def _add_grpo_options(ap: argparse.ArgumentParser, *, for_sweep: bool = False) -> None:
-    if not for_sweep:
-        ap.add_argument("--out", required=True, help="run directory (new, or an existing run with --resume)")
-        src = ap.add_mutually_exclusive_group()
-        src.add_argument("--init", default=None, help="local model directory (e.g. runs/sft/final)")
-        src.add_argument("--preset", default=None, help="tiny-cpu or small-gpu (fresh model) [tiny-cpu]")
-        how = ap.add_mutually_exclusive_group()
-        how.add_argument("--advantage", default=None, help="registry name (rlvr-theory list) [grpo]")
-        how.add_argument("--schedule", default=None, help="fade, fade-log or agrae (rlvr_theory.schedules)")
-        ap.add_argument("--param", action="append", default=None, metavar="NAME=VALUE",
-                        help="advantage or schedule parameter, repeatable (e.g. delta=0.5)")
-        ap.add_argument("--resume", action="store_true", default=None,
-                        help="continue the run in --out from its last complete checkpoint")
-    ap.add_argument("--task", default=None, help="task name [the task of --init, else arith]")
-    ap.add_argument("--difficulty", type=int, default=None, help="task difficulty [task default / --init's]")
-    ap.add_argument("--steps", type=int, default=None, help="training steps [200]")
-    ap.add_argument("--batch-size", type=int, default=None, help="prompts per step B [16]")
-    ap.add_argument("--group-size", type=int, default=None, help="rollouts per prompt G >= 2 [8]")
-    ap.add_argument("--max-new-tokens", type=int, default=None, help="response budget [longest answer + 2]")
-    ap.add_argument("--temperature", type=float, default=None, help="sampling temperature [1.0]")
-    ap.add_argument("--top-p", type=float, default=None, help="nucleus mass [1.0]")
-    ap.add_argument("--loss", default=None, help="ppo, cispo or grpo-n [ppo]")
-    ap.add_argument("--aggregation", default=None,
-                    help="token-mean, seq-mean-token-mean, seq-mean-token-sum or sum-tmax [token-mean]")
-    ap.add_argument("--eps-low", type=float, default=None, help="lower clip ε_low [0.2; cispo 1.0]")
-    ap.add_argument("--eps-high", type=float, default=None, help="upper clip ε_high [0.2; cispo 5.0]")
-    ap.add_argument("--ppo-epochs", type=int, default=None, help="inner epochs μ [1]")
-    ap.add_argument("--minibatches", type=int, default=None, help="minibatches per epoch [1]")
-    ap.add_argument("--lr", type=float, default=None, help="AdamW learning rate [3e-4]")
-    ap.add_argument("--weight-decay", type=float, default=None, help="AdamW weight decay [0]")
-    ap.add_argument("--warmup-steps", type=int, default=None, help="linear warm-up (optimizer steps) [0]")
-    ap.add_argument("--max-grad-norm", type=float, default=None, help="gradient clipping [1.0]")
-    ap.add_argument("--kl-coef", type=float, default=None, help="KL(π‖π_ref) penalty β [0]")
-    ap.add_argument("--entropy-coef", type=float, default=None, help="entropy bonus c_H [0]")
-    ap.add_argument("--no-log-kl", dest="log_kl", action="store_false", default=None,
-                    help="do not keep a reference model to log the KL (saves memory)")
-    ap.add_argument("--reward-values", type=float, nargs=2, default=None, metavar=("R_W", "R_C"),
-                    help="rewards of a wrong and a correct response [0 1]")
-    ap.add_argument("--checkpoint-every", type=int, default=None, help="save every k steps [50]")
-    ap.add_argument("--log-every", type=int, default=None, help="rewrite the metrics files every k steps [10]")
-    _add_common(ap)
+def add_run_settings(parser: argparse.ArgumentParser, cls: type, *, exclude: Iterable[str] = (),
+                     required: Iterable[str] = ("out",)) -> None:
+    """One flag per field of the settings dataclass ``cls`` (:func:`rlvr_theory.runner.add_settings`),
+    ``--init``/``--preset`` and ``--advantage``/``--schedule`` mutually exclusive, and ``--threads``
+    (:func:`rlvr_theory.runner.add_threads_option`) for a class with a ``threads`` field."""
+    exclude = set(exclude)
+    names = {f.name for f in dataclasses.fields(cls)} - exclude
+    grouped: list[str] = []
+    for pair in _EXCLUSIVE:
+        if set(pair) <= names:
+            runner.add_settings(parser.add_mutually_exclusive_group(), cls, only=pair)
+            grouped += pair
+    runner.add_settings(parser, cls, exclude={*exclude, *grouped, "threads"}, required=required)
+    if "threads" in names:
+        runner.add_threads_option(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``rlvr-train`` (subcommands ``sft``, ``grpo``, ``eval``, ``sweep``)."""
     ap = argparse.ArgumentParser(prog=PROG, description="Small GRPO trainer producing Hugging Face checkpoints.")
     sub = ap.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("sft", help="supervised warm start to a target solve rate",
                        description="SFT on task demonstrations until the held-out sampled solve rate "
                                    "reaches --target-solve-rate; saves OUT/final.")
-    s.add_argument("--out", required=True, help="new run directory")
-    s.add_argument("--task", default="arith", help="task name [arith]")
-    s.add_argument("--difficulty", type=int, default=None, help="task difficulty [task default]")
-    src = s.add_mutually_exclusive_group()
-    src.add_argument("--preset", default="tiny-cpu", help="tiny-cpu or small-gpu [tiny-cpu]")
-    src.add_argument("--init", default=None, help="start from a local model directory instead")
-    s.add_argument("--target-solve-rate", type=float, default=0.3, help="stop at this held-out solve rate [0.3]")
-    s.add_argument("--max-steps", type=int, default=3000, help="give up after this many steps [3000]")
-    s.add_argument("--batch-size", type=int, default=64, help="demonstrations per step [64]")
-    s.add_argument("--lr", type=float, default=3e-3, help="AdamW learning rate [3e-3]")
-    s.add_argument("--warmup-steps", type=int, default=20, help="linear warm-up [20]")
-    s.add_argument("--eval-every", type=int, default=25, help="measure the solve rate every k steps [25]")
-    s.add_argument("--eval-problems", type=int, default=64, help="held-out problems for the solve rate [64]")
-    s.add_argument("--eval-samples", type=int, default=4, help="samples per problem for the solve rate [4]")
-    _add_common(s)
+    add_run_settings(s, SFTConfig)
     s.set_defaults(func=_cmd_sft)
 
     g = sub.add_parser("grpo", help="GRPO with any registry advantage or schedule",
                        description="GRPO / DAPO / CISPO / GRPO-N training with checkpoints every k steps.")
-    _add_grpo_options(g)
+    add_run_settings(g, GRPOConfig)
+    runner.add_param_option(g, of="advantage or schedule")
     g.set_defaults(func=_cmd_grpo)
 
     e = sub.add_parser("eval", help="held-out pass@k and answer/token entropy of a checkpoint")
     e.add_argument("checkpoint", help="checkpoint directory")
-    e.add_argument("--k", type=int, nargs="+", default=[1], help="pass@k values [1]")
-    e.add_argument("--n", type=int, default=None, help="samples per problem [max k]")
-    e.add_argument("--problems", type=int, default=100, help="held-out problems [100]")
-    e.add_argument("--task", default=None, help="task [the checkpoint's task.json]")
-    e.add_argument("--difficulty", type=int, default=None, help="task difficulty [the checkpoint's]")
-    e.add_argument("--temperature", type=float, default=1.0, help="[1.0]")
-    e.add_argument("--top-p", type=float, default=1.0, help="[1.0]")
-    e.add_argument("--max-new-tokens", type=int, default=None, help="[longest answer + 2]")
-    e.add_argument("--batch-size", type=int, default=2048, help="sequences generated at once [2048]")
-    e.add_argument("--out", default=None, help="write eval.json and per_problem.csv into this directory")
-    _add_common(e)
+    add_run_settings(e, EvalConfig, required=())
     e.set_defaults(func=_cmd_eval)
 
     w = sub.add_parser("sweep", help="AsymGRPO δ ∈ {0.5,1,2} and FADE from one SFT checkpoint + output-head table",
                        description="Trains one GRPO run per advantage (resuming unfinished ones), evaluates "
                                    "them and tabulates the output-head SVD of their weight changes.")
-    w.add_argument("--init", required=True, help="the SFT checkpoint all runs start from")
-    w.add_argument("--out", required=True, help="sweep directory (one sub-directory per run)")
-    w.add_argument("--deltas", type=float, nargs="+", default=[0.5, 1.0, 2.0], help="AsymGRPO δ values [0.5 1 2]")
-    w.add_argument("--no-fade", dest="fade", action="store_false", help="skip the FADE run")
+    add_run_settings(w, SweepConfig, exclude=SweepConfig.PER_RUN, required=("init", "out"))
     w.add_argument("--fade-param", action="append", default=None, metavar="NAME=VALUE",
-                   help="FADESchedule parameter (e.g. H_target=0.3), repeatable")
-    w.add_argument("--eval-problems", type=int, default=100, help="held-out problems for pass@1 (0: skip) [100]")
-    w.add_argument("--eval-n", type=int, default=16, help="samples per problem for pass@1 [16]")
-    w.add_argument("--diff-device", default="auto", help="device of the checkpoint diff [auto]")
-    w.add_argument("--diff-layers", default="all", choices=["all", "head"],
-                   help="SVD metrics for every matrix or the output head only [all]")
-    _add_grpo_options(w, for_sweep=True)
+                   help="FADESchedule parameter, repeatable (e.g. --fade-param H_target=0.3)")
     w.set_defaults(func=_cmd_sweep)
     return ap
 
 
 # ------------------------------------------------------------------ commands
-def _given(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
-    return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
-
-
-_GRPO_FIELDS = ("init", "preset", "task", "difficulty", "advantage", "schedule", "steps", "batch_size", "group_size",
-                "max_new_tokens", "temperature", "top_p", "loss", "aggregation", "eps_low", "eps_high",
-                "ppo_epochs", "minibatches", "lr", "weight_decay", "warmup_steps", "max_grad_norm", "kl_coef",
-                "entropy_coef", "log_kl", "checkpoint_every", "log_every", "seed", "device", "threads",
-                "quiet", "resume")
-
-
-def _grpo_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    from .config import parse_params
-
-    kw = _given(args, _GRPO_FIELDS)
-    if getattr(args, "param", None) is not None:
-        kw["params"] = parse_params(args.param)
-    if args.reward_values is not None:
-        kw["reward_values"] = tuple(args.reward_values)
-    return kw
-
-
 def _task_of_init(kw: dict[str, Any]) -> None:
     """Default task and difficulty: those of --init's task.json (an SFT checkpoint)."""
     init = kw.get("init")
@@ -174,33 +108,26 @@ def _task_of_init(kw: dict[str, Any]) -> None:
 
 
 def _cmd_sft(args: argparse.Namespace) -> int:
-    from .sft import SFTConfig, train_sft
+    from .sft import train_sft
 
-    kw = _given(args, ("task", "difficulty", "preset", "init", "target_solve_rate", "max_steps", "batch_size",
-                       "lr", "warmup_steps", "eval_every", "eval_problems", "eval_samples", "seed", "device",
-                       "threads", "quiet"))
-    if kw.get("init"):
-        kw.pop("preset", None)
-    final = train_sft(SFTConfig(out=args.out, **kw))
+    final = train_sft(SFTConfig(**runner.given_settings(args, SFTConfig)))
     info = json.loads((final / "sft.json").read_text())
     print(f"{PROG}: sft: {info['steps']} steps, held-out solve rate {info['heldout_solve_rate']:.3f} -> {final}")
     return 0
 
 
 def _cmd_grpo(args: argparse.Namespace) -> int:
-    from .trainer import GRPOConfig, train
+    from .trainer import train
 
-    kw = _grpo_kwargs(args)
-    saved = Path(args.out) / "run_config.json"
-    if kw.get("resume") and saved.is_file():  # a resumed run keeps its settings unless given again
-        base = json.loads(saved.read_text())
-        base["reward_values"] = tuple(base["reward_values"])
-        base.update(kw)
-        kw = base
-        kw.pop("out", None)
+    kw = runner.given_settings(args, GRPOConfig)
+    if args.param is not None:
+        kw["params"] = runner.parse_params(args.param)
+    saved = read_run_settings(args.out) if kw.get("resume") else None
+    if saved is not None:  # a resumed run keeps its settings unless given again
+        kw = {**saved, **kw}
     else:
         _task_of_init(kw)
-    out = train(GRPOConfig(out=args.out, **kw))
+    out = train(GRPOConfig(**kw))
     last = sorted(out.glob("checkpoint-*"))
     print(f"{PROG}: grpo: done -> {last[-1] if last else out}")
     return 0
@@ -209,11 +136,12 @@ def _cmd_grpo(args: argparse.Namespace) -> int:
 def _cmd_eval(args: argparse.Namespace) -> int:
     from .evaluate import evaluate, load_task, write_result
 
-    task = load_task(args.checkpoint, args.task, args.difficulty) if (args.task or args.difficulty) else None
-    res = evaluate(args.checkpoint, task=task, k=args.k, n=args.n, problems=args.problems,
-                   max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p,
-                   seed=args.seed or 0, batch_size=args.batch_size, device=args.device or "auto",
-                   threads=args.threads, progress=not args.quiet)
+    cfg = EvalConfig(**runner.given_settings(args, EvalConfig))
+    task = load_task(cfg.checkpoint, cfg.task, cfg.difficulty) if (cfg.task or cfg.difficulty) else None
+    res = evaluate(cfg.checkpoint, task=task, k=cfg.k, n=cfg.n, problems=cfg.problems,
+                   max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                   seed=cfg.seed, batch_size=cfg.batch_size, device=cfg.device, threads=cfg.threads,
+                   progress=not cfg.quiet)
     print(f"checkpoint      {res.checkpoint}")
     print(f"task            {res.task['name']} (difficulty {res.task['difficulty']}), "
           f"{res.problems} held-out problems x {res.n} samples")
@@ -221,25 +149,18 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"pass@{k:<10d} {v:.4f}")
     print(f"answer entropy  {res.answer_entropy:.4f} nats")
     print(f"token entropy   {res.token_entropy:.4f} nats")
-    if args.out:
-        write_result(res, args.out)
+    if cfg.out:
+        write_result(res, cfg.out)
     return 0
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from .config import parse_params
     from .sweep import run_sweep
 
-    kw = _grpo_kwargs(args)
-    kw.pop("resume", None)
-    kw["init"] = args.init
+    kw = runner.given_settings(args, SweepConfig)
+    kw["fade_params"] = runner.parse_params(args.fade_param)
     _task_of_init(kw)
-    kw.pop("init")
-    quiet = bool(kw.pop("quiet", False))
-    res = run_sweep(args.init, args.out, deltas=args.deltas, fade=args.fade,
-                    fade_params=parse_params(args.fade_param), eval_problems=args.eval_problems,
-                    eval_n=args.eval_n, diff_device=args.diff_device, diff_layers=args.diff_layers,
-                    quiet=quiet, **kw)
+    res = run_sweep(kw.pop("init"), kw.pop("out"), **kw)
     print(res["summary"].to_string(index=False))
     if res["table"] is not None:
         print(res["table"].to_string(index=False))
@@ -249,17 +170,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except ValueError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
+    """Run ``rlvr-train`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit status."""
+    return runner.run(PROG, build_parser, argv)
 
 
-def main_exit() -> None:  # console-script entry point
-    sys.exit(main())
-
+main_exit = runner.console(PROG, build_parser)
 
 if __name__ == "__main__":  # pragma: no cover
     main_exit()

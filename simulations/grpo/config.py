@@ -1,99 +1,72 @@
-"""Argument checks shared by the SFT and GRPO configurations, ``--param`` parsing, and the
-construction of advantages and schedules from names (refused before any work starts)."""
+"""The settings of every run kind of the GRPO trainer, in one place.
+
+One dataclass per run kind; each field carries its ``help`` (and ``choices`` where the set is
+fixed) in its metadata, and the command line ``rlvr-train`` is generated from the fields by
+:func:`rlvr_theory.runner.add_settings` (the help shows each field's default).  Adding a
+setting is one line: a field with its help.
+
+* :class:`RunSettings` — what SFT and GRPO share (output, task, model, optimiser, seed,
+  device, threads);
+* :class:`SFTConfig` — :func:`simulations.grpo.sft.train_sft` (``rlvr-train sft``);
+* :class:`GRPOConfig` — :func:`simulations.grpo.trainer.train` (``rlvr-train grpo``);
+* :class:`EvalConfig` — :func:`simulations.grpo.evaluate.evaluate` (``rlvr-train eval``);
+* :class:`SweepConfig` — :func:`simulations.grpo.sweep.run_sweep` (``rlvr-train sweep``).
+
+``validate()`` refuses a bad setting before any work starts, with the checks of
+:mod:`rlvr_theory.checks`; advantages and schedules are looked up in their registries
+(:mod:`rlvr_theory.advantages`, :mod:`rlvr_theory.schedules`), tasks in
+:mod:`simulations.grpo.tasks`.
+
+Examples
+--------
+>>> cfg = GRPOConfig(out="runs/asym", advantage="asym_grpo", params={"delta": 0.5})
+>>> cfg.group_size, cfg.eps
+(8, (0.2, 0.2))
+>>> GRPOConfig(out="runs/x", loss="cispo").eps
+(1.0, 5.0)
+>>> GRPOConfig(out="runs/x", group_size=1).validate()
+Traceback (most recent call last):
+...
+ValueError: group_size must be an integer >= 2, got 1
+"""
 
 from __future__ import annotations
 
-import ast
-import inspect
+import dataclasses
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from rlvr_theory import advantages as _adv
-from rlvr_theory import schedules as _sched
-from rlvr_theory._checks import finite_number
+from analysis.runtime import resolve_device
+from rlvr_theory import advantages, checks, schedules
+from rlvr_theory.advantages import Advantage
 
-__all__ = ["check_int", "check_float", "parse_params", "SCHEDULES", "make_advantage", "make_schedule",
-           "check_out_dir"]
+from . import models, tasks
+from .losses import AGGREGATIONS, LOSSES
 
-#: schedule names → classes of :mod:`rlvr_theory.schedules`
-SCHEDULES = {"fade": _sched.FADESchedule, "fade-log": _sched.FADELogSchedule, "agrae": _sched.AGRAESchedule}
+__all__ = ["RunSettings", "SFTConfig", "GRPOConfig", "EvalConfig", "SweepConfig", "RESUMABLE_CHANGES",
+           "DEFAULT_EPS", "check_out_dir", "read_run_settings"]
 
+#: GRPO settings that may differ between a run and its resumption
+RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads", "resume")
 
-def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    """An integer ``>= low`` (and ``<= high``), or ValueError naming ``name``."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
-    if not ok:
-        rng = f">= {low}" + ("" if high is None else f" and <= {high}")
-        raise ValueError(f"{name} must be an integer {rng}, got {value!r}")
-    return value
+#: clip bounds (ε_low, ε_high) when not given: PPO / DAPO (FADE App. 11: 0.2/0.2) and CISPO's
+#: (F-GRPO App. H.2: 1.0/5.0)
+DEFAULT_EPS = {"ppo": (0.2, 0.2), "grpo-n": (0.2, 0.2), "cispo": (1.0, 5.0)}
 
 
-check_float = finite_number  # one implementation: rlvr_theory._checks
+def _list_field(default: Iterable[Any], help: str) -> Any:
+    """A list-valued field; its default is shown in ``--help`` from the same values."""
+    values = list(default)
+    shown = " ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+    return field(default_factory=lambda: list(values), metadata={"help": help, "default_text": shown})
 
 
-def parse_params(items: Iterable[str] | None) -> dict[str, Any]:
-    """``["delta=0.5", "normalize=true"]`` → ``{"delta": 0.5, "normalize": True}``.
-
-    Values are Python literals (``0.5``, ``3``, ``None``, ``True``); ``true``/``false``/``none``
-    are accepted in any case; anything else stays a string.
-    """
-    out: dict[str, Any] = {}
-    for item in items or ():
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            raise ValueError(f"param must look like NAME=VALUE (e.g. delta=0.5), got {item!r}")
-        low = raw.strip().lower()
-        if low in ("true", "false", "none"):
-            val: Any = {"true": True, "false": False, "none": None}[low]
-        else:
-            try:
-                val = ast.literal_eval(raw.strip())
-            except (ValueError, SyntaxError):
-                val = raw.strip()
-        out[key] = val
-    return out
-
-
-def make_advantage(name: str, params: dict[str, Any], reward_values: tuple[float, float]) -> _adv.Advantage:
-    """``rlvr_theory.advantages.get(name, reward_values=..., **params)`` with messages naming the setting."""
-    if name not in _adv.names():
-        raise ValueError(f"advantage: unknown advantage {name!r}; allowed: {', '.join(sorted(_adv.names()))}")
-    try:
-        return _adv.get(name, reward_values=tuple(reward_values), **params)
-    except ValueError as err:
-        raise ValueError(f"param: {err}") from None
-
-
-def _schedule_params(name: str) -> list[str]:
-    sig = inspect.signature(SCHEDULES[name].__init__)
-    return [p for p in sig.parameters if p not in ("self", "reward_values")]
-
-
-def make_schedule(name: str, params: dict[str, Any], reward_values: tuple[float, float], *,
-                  steps: int, H0: float | None = None) -> _sched.Schedule:
-    """A schedule of :mod:`rlvr_theory.schedules` from its CLI name and ``--param`` values.
-
-    ``fade``: ``H0`` defaults to the measured initial entropy (passed by the trainer; FADE
-    Alg. 2 line 1) and must be given when ``H0`` is ``None``; ``fade-log``: ``T = steps``.
-    """
-    if name not in SCHEDULES:
-        raise ValueError(f"schedule: unknown schedule {name!r}; allowed: {', '.join(SCHEDULES)}")
-    allowed = [a for a in _schedule_params(name) if not (name == "fade-log" and a == "T")]
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise ValueError(f"param: unknown parameter(s) {', '.join(unknown)} for schedule {name!r}; "
-                         f"allowed: {', '.join(allowed)}")
-    kw = dict(params)
-    if name == "fade":
-        kw.setdefault("H0", 1.0 if H0 is None else H0)
-    if name == "fade-log":
-        kw["T"] = steps
-    try:
-        return SCHEDULES[name](reward_values=tuple(reward_values), **kw)
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"param: schedule {name!r}: {err}") from None
+def _eps_text(i: int) -> str:
+    ppo, cispo = DEFAULT_EPS["ppo"][i], DEFAULT_EPS["cispo"][i]
+    return f"{ppo:g}; cispo {cispo:g}"
 
 
 def check_out_dir(out: Any, *, resume: bool = False) -> Path:
@@ -107,3 +80,291 @@ def check_out_dir(out: Any, *, resume: bool = False) -> Path:
         raise ValueError(f"out: {str(p)!r} already exists and is not empty; choose a new directory "
                          "(or pass --resume to continue a GRPO run there)")
     return p
+
+
+def read_run_settings(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The settings saved in ``RUN/run_config.json`` (``None`` if there is none).
+
+    The file holds the run-metadata block of :func:`analysis.runtime.run_metadata`; the
+    settings are its ``settings`` entry (a file written before that block existed holds the
+    settings at its top level).
+    """
+    import json
+
+    path = Path(run_dir) / "run_config.json"
+    if not path.is_file():
+        return None
+    doc = json.loads(path.read_text())
+    settings = dict(doc["settings"]) if "package_version" in doc and "settings" in doc else dict(doc)
+    settings.pop("kind", None)
+    return settings
+
+
+# ===================================================================== settings
+@dataclass
+class RunSettings:
+    """Settings shared by SFT and GRPO runs."""
+
+    out: str = field(metadata={"help": "run directory (new; for grpo also an existing run with --resume)"})
+    task: str = field(default="arith", metadata={
+        "help": "task name (simulations.grpo.tasks; grpo: the task of --init's task.json unless given)"})
+    difficulty: int | None = field(default=None, metadata={
+        "help": "task difficulty", "default_text": "the task's default, or --init's"})
+    heldout_fraction: float = field(default=0.1, metadata={
+        "help": "share of the problem space held out for evaluation, in (0, 1)"})
+    split_seed: int = field(default=0, metadata={"help": "seed of the train / held-out partition"})
+    preset: str = field(default="tiny-cpu", metadata={
+        "help": "fresh model of this size (simulations.grpo.models)", "choices": tuple(models.PRESETS)})
+    init: str | None = field(default=None, metadata={
+        "help": "start from this local model directory (e.g. runs/sft/final) instead of --preset"})
+    batch_size: int = field(default=16, metadata={"help": "prompts per step B"})
+    lr: float = field(default=3e-4, metadata={"help": "AdamW learning rate"})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
+    warmup_steps: int = field(default=0, metadata={"help": "linear learning-rate warm-up (optimizer steps)"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping (global norm)"})
+    seed: int = field(default=0, metadata={"help": "seed of every random draw"})
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda or cuda:N"})
+    threads: int | None = field(default=None, metadata={
+        "help": "torch / BLAS CPU threads during the run (None: leave as they are)"})
+    quiet: bool = field(default=False, metadata={"help": "no progress bars"})
+
+    def _task(self) -> tasks.Task:
+        """The task instance (an unknown or verifier-less task is refused first)."""
+        return tasks.get(self.task, self.difficulty, heldout_fraction=self.heldout_fraction,
+                         split_seed=self.split_seed)
+
+    def _validate_common(self, *, resume: bool = False) -> None:
+        """The checks shared by SFT and GRPO, run last (the model and output directories)."""
+        if self.init is None:
+            checks.choice("preset", self.preset, tuple(models.PRESETS))
+        else:
+            models.check_model_dir(self.init)
+        self.warmup_steps = checks.integer("warmup_steps", self.warmup_steps, low=0)
+        self.seed = checks.integer("seed", self.seed, low=0)
+        self.threads = checks.integer("threads", self.threads, low=1, allow_none=True)
+        self.lr = checks.number("lr", self.lr, low=0, low_open=True)
+        self.weight_decay = checks.number("weight_decay", self.weight_decay, low=0)
+        self.max_grad_norm = checks.number("max_grad_norm", self.max_grad_norm, low=0, low_open=True)
+        resolve_device(self.device)
+        check_out_dir(self.out, resume=resume)
+
+    def to_json(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict (tuples as lists)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+
+@dataclass
+class SFTConfig(RunSettings):
+    """Settings of :func:`simulations.grpo.sft.train_sft` (CLI: ``rlvr-train sft``).
+
+    Examples
+    --------
+    >>> SFTConfig(out="runs/sft", target_solve_rate=1.5).validate()
+    Traceback (most recent call last):
+    ...
+    ValueError: target_solve_rate must be a finite number >= 0 and <= 1, got 1.5
+    """
+
+    batch_size: int = field(default=64, metadata={"help": "demonstrations per step"})
+    lr: float = field(default=3e-3, metadata={"help": "AdamW learning rate"})
+    warmup_steps: int = field(default=20, metadata={"help": "linear learning-rate warm-up (optimizer steps)"})
+    target_solve_rate: float = field(default=0.3, metadata={
+        "help": "stop at the first evaluation with this held-out sampled solve rate"})
+    max_steps: int = field(default=3000, metadata={"help": "give up after this many steps"})
+    eval_every: int = field(default=25, metadata={"help": "measure the held-out solve rate every k steps"})
+    eval_problems: int = field(default=64, metadata={"help": "held-out problems for the solve rate"})
+    eval_samples: int = field(default=4, metadata={"help": "samples per problem for the solve rate"})
+
+    def validate(self) -> tasks.Task:
+        """Check every setting (no work done); returns the task instance."""
+        task = self._task()
+        self.target_solve_rate = checks.probability("target_solve_rate", self.target_solve_rate)
+        for name in ("batch_size", "max_steps", "eval_every", "eval_problems", "eval_samples"):
+            setattr(self, name, checks.integer(name, getattr(self, name), low=1))
+        self._validate_common()
+        return task
+
+
+@dataclass
+class GRPOConfig(RunSettings):
+    """Settings of :func:`simulations.grpo.trainer.train` (CLI: ``rlvr-train grpo``).
+
+    Exactly one of ``advantage`` (a name of :mod:`rlvr_theory.advantages`) and ``schedule`` (a
+    name of :mod:`rlvr_theory.schedules`) is in use: a ``schedule`` replaces the advantage.
+    ``params`` are the chosen family's or schedule's parameters (``--param NAME=VALUE``).
+
+    Examples
+    --------
+    >>> GRPOConfig(out="runs/x", advantage="asym_grpo", params={"delta": 2.0}).eps
+    (0.2, 0.2)
+    >>> GRPOConfig(out="runs/x", advantage="nope").validate()
+    Traceback (most recent call last):
+    ...
+    ValueError: advantage: unknown advantage 'nope'; allowed: ...
+    """
+
+    advantage: str = field(default="grpo", metadata={"help": "advantage family (rlvr-theory list)"})
+    schedule: str | None = field(default=None, metadata={
+        "help": "a schedule of rlvr_theory.schedules instead of --advantage: " + ", ".join(schedules.names())})
+    params: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "parameters of the advantage or schedule (--param NAME=VALUE)"})
+    reward_values: tuple[float, float] = field(default=(0.0, 1.0), metadata={
+        "help": "rewards of a wrong and a correct response", "metavar": ("R_W", "R_C")})
+    steps: int = field(default=200, metadata={"help": "training steps"})
+    group_size: int = field(default=8, metadata={"help": "rollouts per prompt G (>= 2 and the family's minimum)"})
+    max_new_tokens: int | None = field(default=None, metadata={
+        "help": "response budget in tokens", "default_text": "longest answer + 2"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus mass of sampling"})
+    loss: str = field(default="ppo", metadata={"help": "per-token loss (simulations.grpo.losses)", "choices": LOSSES})
+    aggregation: str = field(default="token-mean", metadata={
+        "help": "reduction of the per-token losses", "choices": AGGREGATIONS})
+    eps_low: float | None = field(default=None, metadata={"help": "lower clip ε_low", "default_text": _eps_text(0)})
+    eps_high: float | None = field(default=None, metadata={"help": "upper clip ε_high", "default_text": _eps_text(1)})
+    ppo_epochs: int = field(default=1, metadata={"help": "inner epochs μ over each batch"})
+    minibatches: int = field(default=1, metadata={"help": "minibatches per epoch (must divide B·G)"})
+    kl_coef: float = field(default=0.0, metadata={"help": "KL(π‖π_ref) penalty β (reference: the initial policy)"})
+    entropy_coef: float = field(default=0.0, metadata={"help": "entropy bonus c_H"})
+    log_kl: bool = field(default=True, metadata={
+        "help": "log the KL to the initial policy, keeping a reference model (--no-log-kl saves that memory)"})
+    checkpoint_every: int = field(default=50, metadata={"help": "save a checkpoint every k steps (and at the end)"})
+    log_every: int = field(default=10, metadata={"help": "rewrite the metrics files every k steps"})
+    resume: bool = field(default=False, metadata={
+        "help": "continue the run in --out from its last complete checkpoint"})
+
+    # ------------------------------------------------------------ validation
+    def validate(self) -> tuple[tasks.Task, Advantage | None]:
+        """Refuse a bad configuration before any work; returns ``(task, fixed advantage or None)``."""
+        task = self._task()
+        rv = self.reward_values
+        if not (isinstance(rv, (tuple, list)) and len(rv) == 2):
+            raise ValueError(f"reward_values must be a pair (R_w, R_c) with R_c > R_w, got {rv!r}")
+        self.reward_values = rv = tuple(rv)
+        self.group_size = checks.integer("group_size", self.group_size, low=2)
+        for name in ("batch_size", "steps", "ppo_epochs", "minibatches", "checkpoint_every", "log_every"):
+            setattr(self, name, checks.integer(name, getattr(self, name), low=1))
+        adv = self.make_advantage()
+        if adv is not None and self.group_size < adv.min_group_size():
+            raise ValueError(f"group_size must be an integer >= {adv.min_group_size()} for {adv!r}, "
+                             f"got {self.group_size}")
+        n = self.batch_size * self.group_size
+        if n % self.minibatches:
+            raise ValueError(f"minibatches must divide batch_size * group_size = {n}, got {self.minibatches}")
+        self.max_new_tokens = checks.integer("max_new_tokens", self.max_new_tokens, low=1, allow_none=True)
+        self.temperature = checks.number("temperature", self.temperature, low=0, low_open=True)
+        self.top_p = checks.number("top_p", self.top_p, low=0, high=1, low_open=True)
+        checks.choice("loss", self.loss, LOSSES)
+        checks.choice("aggregation", self.aggregation, AGGREGATIONS)
+        for name in ("eps_low", "eps_high"):
+            setattr(self, name, checks.number(name, getattr(self, name), low=0, allow_none=True))
+        for name in ("kl_coef", "entropy_coef"):
+            setattr(self, name, checks.number(name, getattr(self, name), low=0))
+        self._validate_common(resume=self.resume)
+        return task, adv
+
+    def make_advantage(self) -> Advantage | None:
+        """The fixed advantage (``None`` with a schedule; the schedule is then built once to
+        check its name and parameters).  Unknown names list the registered ones."""
+        rv = tuple(self.reward_values)
+        if self.schedule is not None:
+            try:
+                schedules.get(self.schedule, steps=self.steps, reward_values=rv, **dict(self.params))
+            except ValueError as err:  # a known name with a bad parameter value: say it is a --param
+                if self.schedule not in schedules.names() or str(err).startswith("param:"):
+                    raise
+                raise ValueError(f"param: schedule {self.schedule!r}: {err}") from None
+            return None
+        try:
+            return advantages.get(self.advantage, reward_values=rv, **dict(self.params))
+        except ValueError as err:
+            if self.advantage in advantages.names():  # the name is fine: a parameter is not
+                raise ValueError(f"param: {err}") from None
+            raise
+
+    @property
+    def eps(self) -> tuple[float, float]:
+        """``(ε_low, ε_high)`` with the loss's defaults filled in."""
+        lo, hi = DEFAULT_EPS[self.loss]
+        return (lo if self.eps_low is None else self.eps_low, hi if self.eps_high is None else self.eps_high)
+
+
+@dataclass
+class EvalConfig:
+    """Settings of ``rlvr-train eval`` (:func:`simulations.grpo.evaluate.evaluate`)."""
+
+    checkpoint: str = field(metadata={"help": "checkpoint directory", "cli": False})
+    k: list[int] = _list_field([1], "pass@k values")
+    n: int | None = field(default=None, metadata={"help": "samples per problem", "default_text": "max k"})
+    problems: int = field(default=100, metadata={"help": "distinct held-out problems"})
+    task: str | None = field(default=None, metadata={"help": "task name", "default_text": "the checkpoint's task.json"})
+    difficulty: int | None = field(default=None, metadata={"help": "task difficulty",
+                                                           "default_text": "the checkpoint's"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus mass of sampling"})
+    max_new_tokens: int | None = field(default=None, metadata={
+        "help": "response budget in tokens", "default_text": "longest answer + 2"})
+    batch_size: int = field(default=2048, metadata={"help": "sequences generated at once"})
+    seed: int = field(default=0, metadata={"help": "seed of the held-out set and the sampling"})
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda or cuda:N"})
+    threads: int | None = field(default=None, metadata={"help": "torch / BLAS CPU threads during the call"})
+    quiet: bool = field(default=False, metadata={"help": "no progress bar"})
+    out: str | None = field(default=None, metadata={
+        "help": "write eval.json and per_problem.csv into this directory", "default_text": "print only"})
+
+
+@dataclass
+class SweepConfig(GRPOConfig):
+    """Settings of ``rlvr-train sweep`` (:func:`simulations.grpo.sweep.run_sweep`): the shared
+    GRPO settings of every run, and the runs.  ``advantage``, ``schedule``, ``params``,
+    ``resume`` and ``preset`` are set by the sweep for each run and cannot be chosen."""
+
+    out: str = field(metadata={"help": "sweep directory (one sub-directory per run)"})
+    init: str | None = field(default=None, metadata={"help": "the SFT checkpoint every run starts from"})
+
+    deltas: list[float] = _list_field([0.5, 1.0, 2.0], "AsymGRPO δ values, one run each")
+    fade: bool = field(default=True, metadata={"help": "train the FADE run as well (--no-fade skips it)"})
+    fade_params: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "FADESchedule parameters (--fade-param NAME=VALUE)"})
+    eval_problems: int = field(default=100, metadata={"help": "held-out problems for pass@1 (0: skip)"})
+    eval_n: int = field(default=16, metadata={"help": "samples per problem for pass@1"})
+    diff_device: str = field(default="auto", metadata={"help": "device of the checkpoint diff"})
+    diff_layers: str = field(default="all", metadata={
+        "help": "SVD metrics for every matrix or the output head only", "choices": ("all", "head")})
+
+    #: fields the sweep sets for each run
+    PER_RUN = ("advantage", "schedule", "params", "resume", "preset")
+
+    def runs(self) -> dict[str, dict[str, Any]]:
+        """Run name → the settings that differ between runs (``advantage``, ``schedule``, ``params``)."""
+        runs: dict[str, dict[str, Any]] = {}
+        for d in self.deltas:
+            runs[f"asym_grpo_delta{float(d):g}"] = {"advantage": "asym_grpo", "schedule": None,
+                                                    "params": {"delta": float(d)}}
+        if self.fade:
+            runs["fade"] = {"advantage": "grpo", "schedule": "fade", "params": dict(self.fade_params)}
+        return runs
+
+    def run_configs(self) -> dict[str, GRPOConfig]:
+        """Run name → the :class:`GRPOConfig` of that run (``OUT/<run>``, resumed if present)."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(GRPOConfig)
+                  if f.name not in (*self.PER_RUN, "out")}
+        return {name: GRPOConfig(out=str(Path(self.out) / name), resume=True, **shared, **spec)
+                for name, spec in self.runs().items()}
+
+    def validate(self) -> dict[str, GRPOConfig]:  # type: ignore[override]
+        """Check the sweep's own settings and every run's (no work done); returns the runs."""
+        base = GRPOConfig(out="")
+        for name in self.PER_RUN:
+            if name != "preset" and getattr(self, name) != getattr(base, name):
+                raise ValueError(f"{name}: the sweep sets it for each run; leave it out")
+        if self.init is None:
+            raise ValueError("init must be the SFT checkpoint every run starts from, got None")
+        checks.array("deltas", self.deltas, ndim=1)
+        self.eval_problems = checks.integer("eval_problems", self.eval_problems, low=0)
+        self.eval_n = checks.integer("eval_n", self.eval_n, low=1)
+        checks.choice("diff_layers", self.diff_layers, ("all", "head"))
+        check_out_dir(self.out, resume=True)
+        cfgs = self.run_configs()
+        for cfg in cfgs.values():
+            cfg.validate()
+        return cfgs

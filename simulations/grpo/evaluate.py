@@ -4,30 +4,34 @@ For each of ``problems`` distinct held-out problems (:meth:`Task.heldout_set`), 
 responses are sampled (temperature 1, top-p 1 by default) and verified; with ``c`` correct:
 
 * pass@k — the unbiased estimator ``1 − C(n−c, k)/C(n, k)`` of Chen et al. (2021)
-  (F-GRPO (002) App. H.4 Eq. 25) via :func:`analysis.passk.pass_at_k`, averaged over problems;
-* answer-level entropy (001 App. C.5) — per problem, over the ``M`` distinct answers with
+  (F-GRPO App. H.4 Eq. 25) via :func:`analysis.passk.pass_at_k`, averaged over problems;
+* answer-level entropy (Two-Stage App. C.5) — per problem, over the ``M`` distinct answers with
   frequencies ``f_j`` among the ``n`` responses (malformed or unfinished responses count as
   the answer ``"NA"``), ``H_ans = −Σ_j (f_j/n) log(f_j/n)`` (nats), averaged over problems;
-* token-level entropy (001 App. C.5) — ``H(p_t) = −Σ_v p_t(v) log p_t(v)`` of the sampling
+* token-level entropy (Two-Stage App. C.5) — ``H(p_t) = −Σ_v p_t(v) log p_t(v)`` of the sampling
   distribution at every generated token, averaged over all generated tokens (eos included).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
+from analysis.io import atomic_write
 from analysis.passk import pass_at_k
+from analysis.runtime import resolve_device
+from rlvr_theory import checks
 
 from . import checkpoint as ck
 from . import models, rollout, tasks
-from .config import check_float, check_int
+from .config import EvalConfig
 
 __all__ = ["EvalResult", "evaluate", "answer_entropy", "load_task"]
 
@@ -54,7 +58,7 @@ class EvalResult:
 
 
 def answer_entropy(problem_index: np.ndarray, answers: Sequence[str], n_problems: int) -> np.ndarray:
-    """Per-problem entropy (nats) of the empirical answer distribution (001 App. C.5).
+    """Per-problem entropy (nats) of the empirical answer distribution (Two-Stage App. C.5).
 
     ``problem_index[i]`` is the problem of ``answers[i]``; vectorised with ``np.unique``.
     """
@@ -76,26 +80,27 @@ def load_task(checkpoint: str | os.PathLike, name: str | None = None, difficulty
     name = name or spec.get("name")
     if name is None:
         raise ValueError(f"task: {str(checkpoint)!r} has no task.json; pass the task name")
-    if name not in tasks.names():
-        raise ValueError(f"task: unknown task {name!r}; allowed: {', '.join(tasks.names())}")
     same = name == spec.get("name")
     d = difficulty if difficulty is not None else (spec.get("difficulty") if same else None)
     kw = {k: spec[k] for k in ("heldout_fraction", "split_seed") if same and k in spec}
-    return tasks.check_task(tasks.get(name, d, **kw))
+    return tasks.get(name, d, **kw)
+
+
+_E = EvalConfig  # the defaults of the settings below are those of ``rlvr-train eval``
 
 
 def evaluate(checkpoint: str | os.PathLike, *, task: tasks.Task | None = None, k: Sequence[int] = (1,),
-             n: int | None = None, problems: int = 100, max_new_tokens: int | None = None,
-             temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, batch_size: int = 2048,
-             device: str = "auto", threads: int | None = None, progress: bool = True) -> EvalResult:
+             n: int | None = _E.n, problems: int = _E.problems, max_new_tokens: int | None = _E.max_new_tokens,
+             temperature: float = _E.temperature, top_p: float = _E.top_p, seed: int = _E.seed,
+             batch_size: int = _E.batch_size, device: str = _E.device, threads: int | None = _E.threads,
+             progress: bool = True) -> EvalResult:
     """Evaluate a checkpoint directory on held-out problems (module docstring).
 
     ``n`` (samples per problem) defaults to ``max(k)``; every ``k`` must satisfy ``1 <= k <= n``.
-    ``batch_size`` bounds the sequences generated at once; ``threads``: torch CPU threads
-    during the call.
+    ``batch_size`` bounds the sequences generated at once; ``threads``: CPU threads during the
+    call.  The settings are described in :class:`~simulations.grpo.config.EvalConfig`.
     """
-    if threads is not None:
-        check_int("threads", threads, 1)
+    threads = checks.integer("threads", threads, low=1, allow_none=True)
     with models.torch_threads(threads):
         return _evaluate(checkpoint, task=task, k=k, n=n, problems=problems, max_new_tokens=max_new_tokens,
                          temperature=temperature, top_p=top_p, seed=seed, batch_size=batch_size,
@@ -105,17 +110,18 @@ def evaluate(checkpoint: str | os.PathLike, *, task: tasks.Task | None = None, k
 @torch.no_grad()
 def _evaluate(checkpoint, *, task, k, n, problems, max_new_tokens, temperature, top_p, seed, batch_size,
               device, progress) -> EvalResult:
-    ks = sorted({check_int("k", int(x) if isinstance(x, (np.integer,)) else x, 1) for x in k})
-    n = max(ks) if n is None else check_int("n", n, 1)
+    ks = sorted({checks.integer("k", x, low=1) for x in k})
+    n = max(ks) if n is None else checks.integer("n", n, low=1)
     if max(ks) > n:
         raise ValueError(f"k must be <= n = {n} (samples per problem), got {max(ks)}")
-    check_int("problems", problems, 1)
-    check_int("batch_size", batch_size, 1)
-    check_float("temperature", temperature, 0, low_open=True)
-    check_float("top_p", top_p, 0, 1, low_open=True)
+    problems = checks.integer("problems", problems, low=1)
+    batch_size = checks.integer("batch_size", batch_size, low=1)
+    temperature = checks.number("temperature", temperature, low=0, low_open=True)
+    top_p = checks.number("top_p", top_p, low=0, high=1, low_open=True)
+    seed = checks.integer("seed", seed, low=0)
     models.check_model_dir(checkpoint, what="checkpoint")
     task = load_task(checkpoint) if task is None else tasks.check_task(task)
-    dev = models.resolve_device(device)
+    dev = resolve_device(device)
     model, tok = models.load_policy(checkpoint, device=dev, what="checkpoint")
     model.eval()
     from .tokenizer import check_covers
@@ -158,6 +164,5 @@ def write_result(res: EvalResult, out: str | os.PathLike) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     ck.write_json(out / "eval.json", res.summary())
-    from analysis.io import atomic_write
     atomic_write(out / "per_problem.csv", lambda p: res.per_problem.to_csv(p, index=False))
     return out

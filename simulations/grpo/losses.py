@@ -6,33 +6,33 @@ its tokens); ``r_{i,t} = π_θ(y_t|…)/π_old(y_t|…) = exp(logp − old_logp)
 
 Per-token losses ``L_{i,t}`` (:func:`per_token_loss`):
 
-``"ppo"`` — PPO clipping with asymmetric bounds (FADE (000) App. 11 Eq. 19-20; DAPO in F-GRPO
-(002) Sec. 2.2)::
+``"ppo"`` — PPO clipping with asymmetric bounds (FADE App. 11 Eq. 19-20; DAPO in F-GRPO
+Sec. 2.2)::
 
     L_{i,t} = −min( r_{i,t}·A_i,  clip(r_{i,t}, 1−ε_low, 1+ε_high)·A_i )
 
 ``"cispo"`` — clipped importance-sampling weights with a REINFORCE-style objective (F-GRPO
-(002) Sec. 2.2 Eq. 5, Chen et al. 2025)::
+Sec. 2.2 Eq. 5, Chen et al. 2025)::
 
     L_{i,t} = −sg( clip(r_{i,t}, 1−ε_low, 1+ε_high) )·A_i·log π_θ(y_t|…)
 
-``"grpo-n"`` — relative negative gradients only (001 App. B.5): PPO's ``L_{i,t}`` times
-``1[A_i < 0]``; the aggregation denominators are unchanged (``|y_i|`` and ``G`` in 001's
+``"grpo-n"`` — relative negative gradients only (Two-Stage App. B.5): PPO's ``L_{i,t}`` times
+``1[A_i < 0]``; the aggregation denominators are unchanged (``|y_i|`` and ``G`` in Two-Stage's
 formula), so ``loss="grpo-n"`` with the ``grpo`` advantage is the same update as
 ``loss="ppo"`` with the ``grpo_n`` advantage.
 
 Aggregation over a minibatch (:func:`aggregate`; ``M_{i,t}`` the mask):
 
 ``"token-mean"``          ``Σ_i Σ_t M·L / Σ_i T_i``                       (DAPO; F-GRPO App. H.2)
-``"seq-mean-token-mean"`` ``(1/N) Σ_i (1/T_i) Σ_t M·L``                   (GRPO, 002 Sec. 2.2)
+``"seq-mean-token-mean"`` ``(1/N) Σ_i (1/T_i) Σ_t M·L``                   (GRPO, F-GRPO Sec. 2.2)
 ``"seq-mean-token-sum"``  ``(1/N) Σ_i Σ_t M·L``                           (Dr. GRPO)
 ``"sum-tmax"``            ``(1/T_max) Σ_i Σ_t M·L``, ``T_max = N·max_new_tokens``
-                          (FADE (000) App. 11: "T_max is the maximum token budget per
+                          (FADE App. 11: "T_max is the maximum token budget per
                           microbatch", i.e. the per-sequence budget times the batch size)
 
 Optional regularisers, aggregated the same way (:func:`policy_loss`): a KL penalty
 ``β·KL(π_θ‖π_ref)`` with the per-token k3 estimator ``exp(ρ) − ρ − 1``, ``ρ = log π_ref − log π_θ``
-(Schulman 2020; GRPO's ``D_KL`` term in 002 Sec. 2.2), and an entropy bonus ``−c_H·H_t``
+(Schulman 2020; GRPO's ``D_KL`` term in F-GRPO Sec. 2.2), and an entropy bonus ``−c_H·H_t``
 (F-GRPO Sec. 5.5 "GRPO-ℋ").
 
 Clip statistics.  For ``"ppo"``/``"grpo-n"`` the *lower* clip is engaged (the token's
@@ -47,6 +47,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
+
+from rlvr_theory import checks
 
 __all__ = ["LOSSES", "AGGREGATIONS", "LossStats", "aggregate", "per_token_loss", "kl_k3", "policy_loss"]
 
@@ -70,9 +72,19 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, *,
 
     ``max_new_tokens`` (the per-sequence budget) is required by ``"sum-tmax"``.  Rows with an
     empty mask contribute 0 (and count in ``N``).
+
+    Examples
+    --------
+    >>> values = torch.tensor([[-1.2, -1.0], [1.0, 1.0]])
+    >>> mask = torch.tensor([[1, 1], [1, 0]])          # the 2nd token of rollout 2 is padding
+    >>> aggregate(values, mask, "token-mean")          # (−1.2 − 1 + 1) / 3
+    tensor(-0.4000)
+    >>> aggregate(values, mask, "seq-mean-token-mean")  # ((−1.2 − 1)/2 + 1/1) / 2
+    tensor(-0.0500)
+    >>> aggregate(values, mask, "sum-tmax", max_new_tokens=2)  # (−1.2 − 1 + 1) / (2·2)
+    tensor(-0.3000)
     """
-    if mode not in AGGREGATIONS:
-        raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {mode!r}")
+    checks.choice("aggregation", mode, AGGREGATIONS)
     m = mask.to(values.dtype)
     total = (values * m).sum()
     n = values.shape[0]
@@ -83,9 +95,9 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, *,
         return per_seq.sum() / n
     if mode == "seq-mean-token-sum":
         return total / n
-    if max_new_tokens is None or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an integer >= 1 for 'sum-tmax', got {max_new_tokens!r}")
-    return total / (n * max_new_tokens)
+    if max_new_tokens is None:
+        raise ValueError("max_new_tokens must be given for 'sum-tmax' (the per-sequence budget), got None")
+    return total / (n * checks.integer("max_new_tokens", max_new_tokens, low=1))
 
 
 def per_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, *, loss: str = "ppo",
@@ -94,11 +106,27 @@ def per_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor
     docstring and boolean maps of where each clip is engaged.
 
     ``adv`` is ``[N]`` (one advantage per rollout) or ``[N, T]``.
+
+    Examples
+    --------
+    Two rollouts of two tokens; the importance ratios are 2, 1 (rollout 1) and 1, 1:
+
+    >>> logp = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]]))   # π_θ of the sampled tokens
+    >>> old = torch.log(torch.tensor([[0.25, 0.25], [0.5, 0.5]]))   # π_old
+    >>> L, low, high = per_token_loss(logp, old, torch.tensor([1.0, -1.0]))
+    >>> L      # −min(r·A, clip(r, 0.8, 1.2)·A): the ratio 2 is capped at 1.2 where A = +1
+    tensor([[-1.2000, -1.0000],
+            [ 1.0000,  1.0000]])
+    >>> high   # the upper clip is engaged there (zero gradient)
+    tensor([[ True, False],
+            [False, False]])
+    >>> per_token_loss(logp, old, torch.tensor([1.0, -1.0]), loss="cispo")[0]  # −sg(clip(r))·A·log π_θ
+    tensor([[ 0.8318,  1.3863],
+            [-0.6931, -0.6931]])
     """
-    if loss not in LOSSES:
-        raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
-    if not eps_low >= 0 or not eps_high >= 0:
-        raise ValueError(f"eps_low and eps_high must be >= 0, got {eps_low!r}, {eps_high!r}")
+    checks.choice("loss", loss, LOSSES)
+    eps_low = checks.number("eps_low", eps_low, low=0)
+    eps_high = checks.number("eps_high", eps_high, low=0)
     a = adv[:, None] if adv.dim() == 1 else adv
     a = a.to(logp.dtype)
     ratio = torch.exp(logp - old_logp)
@@ -129,6 +157,17 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
     The KL term needs ``ref_logp`` when ``kl_coef > 0`` (it is *reported* whenever
     ``ref_logp`` is given); the entropy bonus needs ``entropy`` (with gradient) when
     ``entropy_coef > 0``.
+
+    Examples
+    --------
+    >>> logp = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]]))
+    >>> old = torch.log(torch.tensor([[0.25, 0.25], [0.5, 0.5]]))
+    >>> mask = torch.tensor([[1, 1], [1, 0]])
+    >>> total, stats = policy_loss(logp, old, torch.tensor([1.0, -1.0]), mask)
+    >>> total                          # PPO-clip, token-mean: (−1.2 − 1 + 1) / 3
+    tensor(-0.4000)
+    >>> round(stats.clip_frac_high, 4)  # one of the three response tokens is clipped
+    0.3333
     """
     L, low, high = per_token_loss(logp, old_logp, adv, loss=loss, eps_low=eps_low, eps_high=eps_high)
     agg = lambda v: aggregate(v, mask, aggregation, max_new_tokens=max_new_tokens)  # noqa: E731

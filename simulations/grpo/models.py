@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
-from analysis.spectra import resolve_device
+from analysis.runtime import resolve_device
+from rlvr_theory.runner import apply_threads
 
 __all__ = ["PRESETS", "build_model", "check_model_dir", "load_policy", "prepare_policy", "torch_threads",
-           "quiet_transformers", "output_head", "n_params", "resolve_device"]
+           "quiet_transformers", "output_head", "n_params"]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny-cpu": dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
@@ -55,14 +57,18 @@ def quiet_transformers() -> Iterator[None]:
 
 @contextlib.contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:
-    """Use ``n`` torch CPU threads inside the block (``None``: leave as is), then restore."""
+    """Use ``n`` CPU threads inside the block (``None``: leave as is), then restore torch's count.
+
+    The threads are set by :func:`rlvr_theory.runner.apply_threads`, as ``--threads`` of every
+    command line is (torch's intra-op threads and the BLAS/OpenMP pools).
+    """
     old = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
+    if n is not None:
+        apply_threads(n)
     try:
         yield
     finally:
-        if n:
+        if n is not None and torch.get_num_threads() != old:
             torch.set_num_threads(old)
 
 

@@ -4,7 +4,7 @@
 ``b·G … b·G+G−1`` belong to prompt ``b``), one token per step for every sequence, reusing the
 keys and values of earlier positions (``transformers.DynamicCache``).  Tokens are drawn from
 ``softmax(logits / temperature)`` restricted to the nucleus of mass ``top_p`` (``top_p = 1``:
-the full distribution; FADE (000) and F-GRPO (002) App. H both sample at temperature 1,
+the full distribution; FADE and F-GRPO App. H both sample at temperature 1,
 top-p 1) with an explicit ``torch.Generator``, so a run is reproducible from its seed.
 A sequence stops at its first ``eos``; the batch stops when every sequence has stopped or
 after ``max_new_tokens``.  ``use_cache=False`` recomputes the whole prefix at every step
@@ -12,16 +12,19 @@ after ``max_new_tokens``.  ``use_cache=False`` recomputes the whole prefix at ev
 
 :func:`token_logprobs` recomputes, with gradients if enabled, ``log π(y_t | x, y_<t)`` of the
 sampled tokens and the entropy ``H_t = −Σ_v π(v) log π(v)`` of each next-token distribution
-(001 App. C.5).
+(Two-Stage App. C.5).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
+
+from rlvr_theory import checks
 
 __all__ = ["Rollouts", "encode_prompts", "sample", "token_logprobs", "decode_responses", "score"]
 
@@ -60,7 +63,7 @@ class Rollouts:
         pos = (mask.cumsum(-1) - 1).clamp_min(0)
         return ids, mask, pos
 
-    def select(self, idx: torch.Tensor | slice) -> "Rollouts":
+    def select(self, idx: torch.Tensor | slice) -> Rollouts:
         """The rows ``idx`` (a minibatch)."""
         return Rollouts(self.prompt_ids[idx], self.prompt_mask[idx], self.response_ids[idx],
                         self.response_mask[idx], self.completed[idx],
@@ -106,10 +109,8 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
     """
     from transformers import DynamicCache
 
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature!r}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+    temperature = checks.number("temperature", temperature, low=0, low_open=True)
+    top_p = checks.number("top_p", top_p, low=0, high=1, low_open=True)
     N, P = prompt_ids.shape
     T, dev = max_new_tokens, prompt_ids.device
     out = torch.full((N, T), pad_id, dtype=torch.long, device=dev)
@@ -179,7 +180,7 @@ def decode_responses(tokenizer: Any, rollouts: Rollouts) -> tuple[list[str], tor
 def score(task: Any, problems: Sequence[Any], tokenizer: Any, rollouts: Rollouts) -> tuple[np.ndarray, list[str]]:
     """``(correct [N] bool, answers)``: the task's verifier on the decoded responses, False for
     malformed ones (:func:`decode_responses`); ``answers`` has ``"NA"`` for malformed responses
-    (001 App. C.5's convention for answer-level entropy)."""
+    (Two-Stage App. C.5's convention for answer-level entropy)."""
     texts, valid = decode_responses(tokenizer, rollouts)
     valid_np = valid.cpu().numpy()
     ok = np.asarray(task.verify(problems, texts), dtype=bool)

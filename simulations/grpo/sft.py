@@ -8,80 +8,29 @@ of ``answer + <eos>`` given the prompt (prompt tokens carry no loss)::
 Every ``eval_every`` steps the held-out solve rate is measured *by sampling* (temperature 1,
 ``eval_samples`` responses on each of ``eval_problems`` fixed held-out problems — the rate
 GRPO will see); training stops at the first evaluation with solve rate ``>= target_solve_rate``
-(FADE (000) starts RL near 0.3), or after ``max_steps``.  The model is saved as ``OUT/final/``
+(FADE starts RL near 0.3), or after ``max_steps``.  The model is saved as ``OUT/final/``
 (``save_pretrained`` safetensors + tokenizer + ``task.json`` + ``sft.json``), the base
 checkpoint of GRPO runs and of the checkpoint diff.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from analysis.runtime import resolve_device, run_metadata
+
 from . import checkpoint as ck
 from . import models, rollout, tasks
-from .config import check_float, check_int, check_out_dir
+from .config import SFTConfig
 
 __all__ = ["SFTConfig", "train_sft", "SFT_COLUMNS"]
 
 SFT_COLUMNS = ("step", "loss", "lr", "solve_rate", "step_time")
-
-
-@dataclass
-class SFTConfig:
-    """Settings of :func:`train_sft` (CLI: ``rlvr-train sft``)."""
-
-    out: str
-    task: str = "arith"
-    difficulty: int | None = None
-    heldout_fraction: float = 0.1
-    split_seed: int = 0
-    preset: str = "tiny-cpu"
-    init: str | None = None
-    target_solve_rate: float = 0.3
-    max_steps: int = 3000
-    batch_size: int = 64
-    lr: float = 3e-3
-    weight_decay: float = 0.0
-    warmup_steps: int = 20
-    max_grad_norm: float = 1.0
-    eval_every: int = 25
-    eval_problems: int = 64
-    eval_samples: int = 4
-    seed: int = 0
-    device: str = "auto"
-    threads: int | None = None
-    quiet: bool = False
-
-    def validate(self) -> tasks.Task:
-        """Check every setting (no work done); returns the task instance."""
-        if self.task not in tasks.names():
-            raise ValueError(f"task: unknown task {self.task!r}; allowed: {', '.join(tasks.names())}")
-        tasks.check_task(tasks.registry()[self.task])  # a verifier before anything else
-        task = tasks.get(self.task, self.difficulty, heldout_fraction=self.heldout_fraction,
-                         split_seed=self.split_seed)
-        if self.init is None and self.preset not in models.PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(models.PRESETS)}, got {self.preset!r}")
-        if self.init is not None:
-            models.check_model_dir(self.init)
-        check_float("target_solve_rate", self.target_solve_rate, 0, 1)
-        for name, low in (("max_steps", 1), ("batch_size", 1), ("warmup_steps", 0), ("eval_every", 1),
-                          ("eval_problems", 1), ("eval_samples", 1), ("seed", 0)):
-            check_int(name, getattr(self, name), low)
-        check_float("lr", self.lr, 0, low_open=True)
-        check_float("weight_decay", self.weight_decay, 0)
-        check_float("max_grad_norm", self.max_grad_norm, 0, low_open=True)
-        if self.threads is not None:
-            check_int("threads", self.threads, 1)
-        models.resolve_device(self.device)
-        check_out_dir(self.out)
-        return task
 
 
 def _teacher_forced(tokenizer: Any, problems: list[tasks.Problem], device: torch.device) -> rollout.Rollouts:
@@ -122,8 +71,9 @@ def train_sft(cfg: SFTConfig) -> Path:
 def _train_sft(cfg: SFTConfig, task: tasks.Task) -> Path:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
-    dev = models.resolve_device(cfg.device)
-    ck.write_json(out / "run_config.json", {"kind": "sft", **dataclasses.asdict(cfg)})
+    dev = resolve_device(cfg.device)
+    ck.write_json(out / "run_config.json", {"kind": "sft", **run_metadata(
+        cfg.to_json(), seed=cfg.seed, device=dev, threads=torch.get_num_threads())})
 
     model, tok = models.prepare_policy(task, init=cfg.init, preset=cfg.preset, seed=cfg.seed, device=dev)
     model.train()

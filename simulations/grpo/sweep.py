@@ -1,4 +1,4 @@
-"""The experiment of FADE (000) Sec. 5 / Table 8 at toy scale: AsymGRPO δ ∈ {0.5, 1, 2} and
+"""The experiment of FADE Sec. 5 / Table 8 at toy scale: AsymGRPO δ ∈ {0.5, 1, 2} and
 FADE trained from one SFT checkpoint, then the output-head table of their weight changes.
 
 For every run and every saved step the checkpoint diff (:func:`analysis.weight_diff.diff`,
@@ -16,35 +16,24 @@ column, the head's L2 share); we report both the share and the global norm.
 
 plus the run's mean training reward over its last 10 steps and (optional) held-out pass@1
 of the final checkpoint.  The runs differ only in the advantage; all other settings are
-shared (``grpo`` keyword arguments).
+shared.  The settings are those of :class:`~simulations.grpo.config.SweepConfig`.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
 from analysis.io import atomic_write, atomic_write_text
 
 from . import checkpoint as ck
-from .trainer import GRPOConfig, train
+from .config import SweepConfig
+from .trainer import train
 
-__all__ = ["sweep_runs", "run_sweep", "output_head_table"]
-
-
-def sweep_runs(deltas: Sequence[float] = (0.5, 1.0, 2.0), fade: bool = True,
-               fade_params: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """Run name → GRPO settings (``advantage``/``schedule`` and ``params``)."""
-    runs: dict[str, dict[str, Any]] = {}
-    for d in deltas:
-        runs[f"asym_grpo_delta{float(d):g}"] = {"advantage": "asym_grpo", "schedule": None,
-                                                "params": {"delta": float(d)}}
-    if fade:
-        runs["fade"] = {"advantage": "grpo", "schedule": "fade", "params": dict(fade_params or {})}
-    return runs
+__all__ = ["SweepConfig", "run_sweep", "output_head_table"]
 
 
 def output_head_table(base: str | os.PathLike, runs: dict[str, Path], *, device: str = "auto",
@@ -82,21 +71,21 @@ def output_head_table(base: str | os.PathLike, runs: dict[str, Path], *, device:
     return pd.DataFrame(rows)
 
 
-def run_sweep(init: str | os.PathLike, out: str | os.PathLike, *, deltas: Sequence[float] = (0.5, 1.0, 2.0),
-              fade: bool = True, fade_params: dict[str, Any] | None = None, eval_problems: int = 100,
-              eval_n: int = 16, diff_device: str = "auto", diff_layers: str = "all", quiet: bool = False,
-              **grpo: Any) -> dict[str, Any]:
-    """Train every run of :func:`sweep_runs` into ``out/<run>`` (resuming finished or partial
-    runs), evaluate, then write ``out/summary.csv`` and, through the checkpoint diff,
-    ``out/output_head_table.{csv,md}``.  Returns ``{"runs", "summary", "table", "table_error"}``."""
+def run_sweep(init: str | os.PathLike, out: str | os.PathLike, **settings: Any) -> dict[str, Any]:
+    """Train every run of :meth:`SweepConfig.runs` into ``out/<run>`` (resuming finished or
+    partial runs), evaluate, then write ``out/summary.csv`` and, through the checkpoint diff,
+    ``out/output_head_table.{csv,md}``.  Returns ``{"runs", "summary", "table", "table_error"}``.
+
+    ``settings``: the fields of :class:`SweepConfig` (the runs' shared GRPO settings, ``deltas``,
+    ``fade``, ``fade_params``, ``eval_problems``, ``eval_n``, ``diff_device``, ``diff_layers``,
+    ``quiet``).  Every setting is checked before anything is trained.
+    """
     from .evaluate import evaluate
 
+    sw = SweepConfig(out=str(out), init=str(init), **settings)
+    cfgs = sw.validate()  # refuse a bad setting before training anything
+    quiet, eval_problems, eval_n = sw.quiet, sw.eval_problems, sw.eval_n
     out = Path(out)
-    runs = sweep_runs(deltas, fade, fade_params)
-    cfgs = {name: GRPOConfig(out=str(out / name), init=str(init), quiet=quiet, resume=True, **spec, **grpo)
-            for name, spec in runs.items()}
-    for cfg in cfgs.values():  # refuse a bad setting before training anything
-        cfg.validate()
     out.mkdir(parents=True, exist_ok=True)
     dirs: dict[str, Path] = {}
     summary = []
@@ -115,14 +104,14 @@ def run_sweep(init: str | os.PathLike, out: str | os.PathLike, *, deltas: Sequen
             row["heldout_pass@1"] = res.pass_at_k[1]
         summary.append(row)
     if eval_problems:
-        base_res = evaluate(init, k=[1], n=eval_n, problems=eval_problems, device=grpo.get("device", "auto"),
-                            threads=grpo.get("threads"), progress=not quiet)
+        base_res = evaluate(init, k=[1], n=eval_n, problems=eval_problems, device=sw.device,
+                            threads=sw.threads, progress=not quiet)
         summary.insert(0, {"run": "sft (base)", "steps": 0, "heldout_pass@1": base_res.pass_at_k[1]})
     summ = pd.DataFrame(summary)
     atomic_write(out / "summary.csv", lambda p: summ.to_csv(p, index=False))
     table, err = None, None
     try:
-        table = output_head_table(init, dirs, device=diff_device, layers=diff_layers, progress=not quiet)
+        table = output_head_table(init, dirs, device=sw.diff_device, layers=sw.diff_layers, progress=not quiet)
     except RuntimeError as e:
         err = str(e)
     if table is not None:

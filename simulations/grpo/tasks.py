@@ -2,7 +2,7 @@
 
 A task maps a random generator to a :class:`Problem` (``prompt``, reference ``answer``) and
 owns a *verifier* that decides, for a batch of problems and decoded responses, which
-responses are correct (binary reward, F-GRPO (002) Eq. 1).  The reference answer is used
+responses are correct (binary reward, F-GRPO Eq. 1).  The reference answer is used
 only for SFT demonstrations and by the default exact-match verifier.
 
 Built-in tasks (``difficulty`` is the knob; larger is harder):
@@ -41,15 +41,22 @@ trainer before any work starts.
 from __future__ import annotations
 
 import zlib
-from typing import Any, Callable, ClassVar, Mapping, NamedTuple, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
+
+from rlvr_theory import checks
+from rlvr_theory.registry import Registry
 
 __all__ = [
     "Problem",
     "Task",
     "ExactMatchTask",
     "register",
+    "unregister",
+    "registered",
     "get",
     "names",
     "registry",
@@ -93,15 +100,13 @@ class Task:
     def __init__(self, difficulty: int | None = None, *, heldout_fraction: float = 0.1, split_seed: int = 0):
         lo, hi = self.difficulty_range
         d = self.default_difficulty if difficulty is None else difficulty
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not lo <= d <= hi:
-            raise ValueError(f"difficulty must be an integer in [{lo}, {hi}] for task {self.name!r}, got {d!r}")
-        if not isinstance(heldout_fraction, (int, float)) or not 0 < heldout_fraction < 1:
-            raise ValueError(f"heldout_fraction must be a number in (0, 1), got {heldout_fraction!r}")
-        if isinstance(split_seed, bool) or not isinstance(split_seed, (int, np.integer)):
-            raise ValueError(f"split_seed must be an integer, got {split_seed!r}")
-        self.difficulty = int(d)
-        self.heldout_fraction = float(heldout_fraction)
-        self.split_seed = int(split_seed)
+        try:
+            self.difficulty = checks.integer("difficulty", d, low=lo, high=hi)
+        except ValueError as err:
+            raise ValueError(f"{err} (task {self.name!r})") from None
+        self.heldout_fraction = checks.probability("heldout_fraction", heldout_fraction, low_open=True,
+                                                   high_open=True)
+        self.split_seed = checks.integer("split_seed", split_seed)
 
     # ------------------------------------------------------------ subclass API
     def generate(self, rng: np.random.Generator) -> Problem:  # pragma: no cover - abstract
@@ -177,7 +182,7 @@ class ExactMatchTask(Task):
         return np.char.equal(np.array(list(responses), dtype=str), ans)
 
 
-_REGISTRY: dict[str, type[Task]] = {}
+_REGISTRY: Registry[type[Task]] = Registry("task")
 
 
 def check_task(task: Any) -> Task:
@@ -196,30 +201,55 @@ def check_task(task: Any) -> Task:
 
 
 def register(cls: type[Task]) -> type[Task]:
-    """Class decorator adding a :class:`Task` subclass to the registry under ``cls.name``."""
-    check_task(cls)
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"task: {cls.name!r} is already registered")
-    _REGISTRY[cls.name] = cls
-    return cls
+    """Class decorator adding a :class:`Task` subclass to the registry under ``cls.name``.
+
+    A class without a verifier, name or alphabet is refused (:func:`check_task`); another class
+    under a taken name raises ``ValueError`` (see :func:`unregister`).
+    """
+    return _REGISTRY.register(check_task(cls))
+
+
+def unregister(name: str) -> None:
+    """Remove the task ``name`` from the registry (``ValueError`` listing the names if unknown)."""
+    _REGISTRY.unregister(name)
+
+
+def registered(cls: type[Task]) -> AbstractContextManager[type[Task]]:
+    """Context manager: ``cls`` is registered (after :func:`check_task`) inside the ``with``
+    block only (for tests)."""
+    return _REGISTRY.registered(check_task(cls))
 
 
 def names() -> list[str]:
     """Registered task names, in registration order."""
-    return list(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def registry() -> Mapping[str, type[Task]]:
-    """Read-only view of the registry: name -> class."""
-    return dict(_REGISTRY)
+    """A copy of the registry: name -> class."""
+    return _REGISTRY.as_dict()
 
 
 def get(name: str, difficulty: int | None = None, **kwargs: Any) -> Task:
-    """Instantiate the registered task ``name`` (``difficulty``, ``heldout_fraction``, ``split_seed``)."""
-    try:
-        cls = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"task: unknown task {name!r}; allowed: {', '.join(_REGISTRY)}") from None
+    """Instantiate the registered task ``name`` (``difficulty``, ``heldout_fraction``, ``split_seed``).
+
+    An unknown name is refused with the list of registered ones; a task class that has lost
+    its verifier since registration is refused before it is instantiated.
+
+    Examples
+    --------
+    >>> task = get("sort", 3)
+    >>> problems = task.sample(np.random.default_rng(0), 2)
+    >>> problems
+    [Problem(prompt='sort:230=', answer='023'), Problem(prompt='sort:001=', answer='001')]
+    >>> task.verify(problems, ["023", "010"])
+    array([ True, False])
+    >>> get("chess")
+    Traceback (most recent call last):
+    ...
+    ValueError: task: unknown task 'chess'; allowed: arith, count, modular, sort
+    """
+    cls = check_task(_REGISTRY.get(name))
     return cls(difficulty, **kwargs)
 
 

@@ -1,10 +1,10 @@
 """GRPO training loop (read top to bottom, like nanoGPT / CleanRL).
 
-One step (FADE (000) Alg. 1-2; F-GRPO (002) Sec. 2.2):
+One step (FADE Alg. 1-2; F-GRPO Sec. 2.2):
 
 1. draw ``B`` training prompts; sample ``G`` rollouts each at temperature 1, top-p 1, with a
    KV cache (:mod:`.rollout`);
-2. rewards ``r ∈ {R_w, R_c}`` from the task's verifier, shape ``[B, G]`` (002 Eq. 1);
+2. rewards ``r ∈ {R_w, R_c}`` from the task's verifier, shape ``[B, G]`` (F-GRPO Eq. 1);
 3. old log-probs and token entropies of the sampled tokens (no gradient), and reference
    log-probs when a KL to the initial policy is penalised or logged;
 4. advantages ``A = adv(r)`` from :mod:`rlvr_theory.advantages` — or from a schedule of
@@ -21,28 +21,31 @@ One step (FADE (000) Alg. 1-2; F-GRPO (002) Sec. 2.2):
 ``resume=True`` restarts from the last complete checkpoint of ``out``: model, optimizer,
 learning-rate schedule, the numpy and torch generators, the advantage schedule and the
 metrics rows up to that step, so that on CPU the resumed run is bit-for-bit the run that
-was not interrupted (tested).  See ``docs/grpo.md``.
+was not interrupted (tested).  The settings are :class:`~simulations.grpo.config.GRPOConfig`
+(re-exported here).  See ``docs/grpo.md``.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+from analysis.runtime import resolve_device, run_metadata
 from rlvr_theory import masses as _masses
+from rlvr_theory import schedules
 from rlvr_theory.advantages import Advantage
 
 from . import checkpoint as ck
 from . import models, rollout, tasks
-from .config import (SCHEDULES, check_float, check_int, check_out_dir, make_advantage, make_schedule)
-from .losses import AGGREGATIONS, LOSSES, policy_loss
+from .config import RESUMABLE_CHANGES, GRPOConfig, read_run_settings
+from .losses import policy_loss
 
 __all__ = ["GRPOConfig", "StepRecord", "train", "METRIC_COLUMNS", "RESUMABLE_CHANGES"]
 
@@ -51,119 +54,6 @@ METRIC_COLUMNS = ("step", "reward_mean", "solve_rate", "frac_all_correct", "frac
                   "entropy", "clip_frac_low", "clip_frac_high", "kl", "grad_norm", "head_delta_norm",
                   "response_len_mean", "step_time", "tokens_per_s", "alpha", "delta",
                   "m_ratio", "entropy_nll", "loss", "pg_loss", "lr", "adv_abs_mean", "rollout_time")
-
-#: settings that may differ between a run and its resumption
-RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads", "resume")
-
-#: PPO / DAPO defaults (FADE App. 11: 0.2/0.2) and CISPO's (F-GRPO App. H.2: 1.0/5.0)
-_DEFAULT_EPS = {"ppo": (0.2, 0.2), "grpo-n": (0.2, 0.2), "cispo": (1.0, 5.0)}
-
-
-@dataclass
-class GRPOConfig:
-    """Settings of :func:`train` (CLI: ``rlvr-train grpo``); defaults in brackets in ``--help``."""
-
-    out: str
-    init: str | None = None
-    preset: str = "tiny-cpu"
-    task: str = "arith"
-    difficulty: int | None = None
-    heldout_fraction: float = 0.1
-    split_seed: int = 0
-    advantage: str = "grpo"
-    schedule: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
-    reward_values: tuple[float, float] = (0.0, 1.0)
-    steps: int = 200
-    batch_size: int = 16
-    group_size: int = 8
-    max_new_tokens: int | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    loss: str = "ppo"
-    aggregation: str = "token-mean"
-    eps_low: float | None = None
-    eps_high: float | None = None
-    ppo_epochs: int = 1
-    minibatches: int = 1
-    lr: float = 3e-4
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    max_grad_norm: float = 1.0
-    kl_coef: float = 0.0
-    entropy_coef: float = 0.0
-    log_kl: bool = True
-    checkpoint_every: int = 50
-    log_every: int = 10
-    seed: int = 0
-    device: str = "auto"
-    threads: int | None = None
-    quiet: bool = False
-    resume: bool = False
-
-    # ------------------------------------------------------------ validation
-    def validate(self) -> tuple[tasks.Task, Advantage | None]:
-        """Refuse a bad configuration before any work; returns ``(task, fixed advantage or None)``."""
-        if self.task not in tasks.names():
-            raise ValueError(f"task: unknown task {self.task!r}; allowed: {', '.join(tasks.names())}")
-        tasks.check_task(tasks.registry()[self.task])  # a verifier before anything else
-        task = tasks.get(self.task, self.difficulty, heldout_fraction=self.heldout_fraction,
-                         split_seed=self.split_seed)
-        rv = self.reward_values
-        if not (isinstance(rv, (tuple, list)) and len(rv) == 2):
-            raise ValueError(f"reward_values must be a pair (R_w, R_c) with R_c > R_w, got {rv!r}")
-        check_int("group_size", self.group_size, 2)
-        for name, low in (("steps", 1), ("batch_size", 1), ("ppo_epochs", 1), ("minibatches", 1),
-                          ("warmup_steps", 0), ("checkpoint_every", 1), ("log_every", 1), ("seed", 0)):
-            check_int(name, getattr(self, name), low)
-        adv: Advantage | None = None
-        if self.schedule is not None:
-            if self.schedule not in SCHEDULES:
-                raise ValueError(f"schedule: unknown schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
-            make_schedule(self.schedule, dict(self.params), tuple(rv), steps=self.steps)
-        else:
-            adv = make_advantage(self.advantage, dict(self.params), tuple(rv))
-            if self.group_size < adv.min_group_size():
-                raise ValueError(f"group_size must be an integer >= {adv.min_group_size()} for {adv!r}, "
-                                 f"got {self.group_size}")
-        n = self.batch_size * self.group_size
-        if n % self.minibatches:
-            raise ValueError(f"minibatches must divide batch_size * group_size = {n}, got {self.minibatches}")
-        if self.max_new_tokens is not None:
-            check_int("max_new_tokens", self.max_new_tokens, 1)
-        check_float("temperature", self.temperature, 0, low_open=True)
-        check_float("top_p", self.top_p, 0, 1, low_open=True)
-        if self.loss not in LOSSES:
-            raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {self.aggregation!r}")
-        for name in ("eps_low", "eps_high"):
-            if getattr(self, name) is not None:
-                check_float(name, getattr(self, name), 0)
-        check_float("lr", self.lr, 0, low_open=True)
-        for name in ("weight_decay", "kl_coef", "entropy_coef"):
-            check_float(name, getattr(self, name), 0)
-        check_float("max_grad_norm", self.max_grad_norm, 0, low_open=True)
-        if self.threads is not None:
-            check_int("threads", self.threads, 1)
-        if self.init is None and self.preset not in models.PRESETS:
-            raise ValueError(f"preset must be one of {', '.join(models.PRESETS)}, got {self.preset!r}")
-        if self.init is not None:
-            models.check_model_dir(self.init)
-        models.resolve_device(self.device)
-        check_out_dir(self.out, resume=self.resume)
-        return task, adv
-
-    @property
-    def eps(self) -> tuple[float, float]:
-        """``(ε_low, ε_high)`` with the loss's defaults filled in."""
-        lo, hi = _DEFAULT_EPS[self.loss]
-        return (lo if self.eps_low is None else self.eps_low, hi if self.eps_high is None else self.eps_high)
-
-    def to_json(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d["reward_values"] = list(self.reward_values)
-        return d
 
 
 @dataclass
@@ -198,9 +88,8 @@ def _schedule_kwargs(cfg: GRPOConfig, H0: float | None) -> dict[str, Any]:
 
 def _prepare_out(cfg: GRPOConfig, out: Path) -> tuple[int, Path] | None:
     """Create / check the run directory; on resume return the checkpoint to restart from."""
-    saved = out / "run_config.json"
-    if cfg.resume and saved.is_file():
-        old = ck.read_json(saved)
+    old = read_run_settings(out)
+    if cfg.resume and old is not None:
         new = cfg.to_json()
         diff = [k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k]]
         if diff:
@@ -229,7 +118,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
            callback: Callable[[StepRecord], None] | None) -> Path:
     out = Path(cfg.out)
     resume_from = _prepare_out(cfg, out)
-    dev = models.resolve_device(cfg.device)
+    dev = resolve_device(cfg.device)
     B, G = cfg.batch_size, cfg.group_size
     Rw, Rc = (float(v) for v in cfg.reward_values)
     eps_low, eps_high = cfg.eps
@@ -245,7 +134,8 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
         ref = copy.deepcopy(model).eval().requires_grad_(False)
     head0 = models.output_head(model).detach().clone()
     if not (out / "run_config.json").is_file():
-        ck.write_json(out / "run_config.json", cfg.to_json())
+        ck.write_json(out / "run_config.json", {"kind": "grpo", **run_metadata(
+            cfg.to_json(), seed=cfg.seed, device=dev, threads=torch.get_num_threads())})
 
     # ---- optimizer, randomness, schedule -----------------------------------
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -274,7 +164,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
         torch.set_rng_state(blobs["torch_cpu"])
         if cfg.schedule is not None:
             schedule_kw = state["schedule_kwargs"]
-            schedule = make_schedule(cfg.schedule, schedule_kw, (Rw, Rc), steps=cfg.steps)
+            schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
             schedule.load_state_dict(state["schedule_state"])
         log.load(max_step=start)
         if len(log) != start:
@@ -332,7 +222,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
         if cfg.schedule is not None:
             if schedule is None:  # first step: FADE's Ĥ starts at the initial entropy H0 (Alg. 2 line 1)
                 schedule_kw = _schedule_kwargs(cfg, entropy_nll)
-                schedule = make_schedule(cfg.schedule, schedule_kw, (Rw, Rc), steps=cfg.steps)
+                schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
             adv_fn = schedule.update(reward_mean=float(rewards.mean()), entropy=entropy_nll, step=step)
         else:
             adv_fn = fixed_adv

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests.analysis import tiny_checkpoints as tc
 from analysis import checkpoints as C
+from tests.analysis import tiny_checkpoints as tc
 
 
 @pytest.fixture(scope="module")

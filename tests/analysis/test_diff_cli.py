@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.analysis import tiny_checkpoints as tc
 from analysis import diff_cli
+from tests.analysis import tiny_checkpoints as tc
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,7 +61,7 @@ def test_series_flag(tmp_path, capsys):
     (["{base}", "--out", "{out}"], "checkpoints: give at least one RL checkpoint directory or --series"),
     (["{base}", "{tmp}/nope", "--out", "{out}"], "checkpoints[0]: '{tmp}/nope' does not exist"),
     (["{tmp}", "{base}", "--out", "{out}"], "base: '{tmp}' is not a Hugging Face checkpoint directory"),
-    (["{base}", "{base}", "--out", "{out}", "--top-k", "1"], "top_k must be an integer >= 2"),
+    (["{base}", "{base}", "--out", "{out}", "--top-k", "1"], "--top-k must be an integer >= 2"),
     (["{base}", "{base}", "--out", "{out}", "--device", "tpu"], "device must be"),
     (["{base}", "--series", "{tmp}", "--out", "{out}"], "run_dir must hold checkpoint-<step> directories"),
 ])
@@ -100,11 +100,13 @@ def test_hidden_states_subcommand(tmp_path, capsys):
     assert "rho_perp" in out and "CLT" in out
     doc = json.loads((tmp_path / "hs" / "hidden_states.json").read_text())
     assert doc["n_tokens"] == {"success": 9, "failure": 5}
+    assert doc["run"]["settings"]["batch_size"] == 2 and doc["run"]["settings"]["rollouts"] == str(f)
+    assert sorted(doc["run"]) == ["device", "package_version", "seed", "settings", "threads"]
     assert doc["clt_baseline"] == pytest.approx((9 / 5) ** 0.5, rel=1e-12)
     f.write_text('{"prompt_ids": [1], "completion_ids": [2]}')
     rc = diff_cli.main(["hidden-states", str(tc.qwen2_base()), "--rollouts", str(f), "--out", str(tmp_path / "hs2")])
     assert rc == 2
-    assert capsys.readouterr().err.startswith("rlvr-diff: error: rollouts line 1 of ")
+    assert capsys.readouterr().err.startswith("rlvr-diff: error: --rollouts line 1 of ")
 
 
 def test_console_entry_point_runs_as_a_program(tmp_path):
@@ -114,3 +116,40 @@ def test_console_entry_point_runs_as_a_program(tmp_path):
                         "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env, cwd=ROOT)
     assert p.returncode == 2
     assert p.stderr.startswith("rlvr-diff: error: base: ")
+
+
+def test_weights_is_the_default_subcommand_and_threads_is_recorded(tmp_path, capsys):
+    """``rlvr-diff weights BASE RL`` = ``rlvr-diff BASE RL``; ``--threads`` goes through the
+    runner and lands in the run block of report.json."""
+    import torch
+
+    rl, _ = tc.qwen2_planted()
+    before = torch.get_num_threads()
+    try:
+        for argv, out in ([["weights"], tmp_path / "a"], [[], tmp_path / "b"]):
+            rc = diff_cli.main(argv + [str(tc.qwen2_base()), str(rl), "--out", str(out), "--layers", "head",
+                                       "--threads", "1", "--quiet"])
+            assert rc == 0
+        docs = [json.loads((d / "report.json").read_text()) for d in (tmp_path / "a", tmp_path / "b")]
+    finally:
+        torch.set_num_threads(before)
+    for doc in docs:
+        run = doc["run"]
+        assert run["threads"] == 1 and run["settings"]["threads"] == 1 and run["settings"]["layers"] == "head"
+        assert run["settings"]["out"] in (str(tmp_path / "a"), str(tmp_path / "b"))
+        assert run["package_version"] and run["device"] == doc["device"]
+    assert docs[0]["checkpoints"][0]["output_head"]["s1_s2"] == docs[1]["checkpoints"][0]["output_head"]["s1_s2"]
+    assert diff_cli.main(["weights", "--help"]) == 0 and "--threads" in capsys.readouterr().out
+    assert diff_cli.main(["hidden-states", "--help"]) == 0 and "--threads" in capsys.readouterr().out
+    assert diff_cli.main([str(tc.qwen2_base()), str(rl), "--out", str(tmp_path / "c"), "--threads", "0"]) == 2
+    assert "rlvr-diff: error: --threads must be an integer >= 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
+
+
+def test_python_dash_m_analysis_is_rlvr_diff(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "analysis", "hidden-states", str(tmp_path / "no"), "--rollouts",
+                        str(tmp_path / "r.jsonl"), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, env=env, cwd=ROOT)
+    assert p.returncode == 2 and p.stderr.startswith("rlvr-diff: error: "), p.stderr
+    assert not (tmp_path / "o").exists()

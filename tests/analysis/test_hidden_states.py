@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from tests.analysis import tiny_checkpoints as tc
 from analysis import hidden_states as hs
 from rlvr_theory.rank1 import clt_residual_ratio
+from tests.analysis import tiny_checkpoints as tc
 
 
 def brute_rho(X: np.ndarray) -> float:
@@ -195,3 +195,28 @@ def test_refusals(tmp_path):
         hs.geometry(str(no_tok), [{"prompt": "w1", "completion": "w2", "correct": True}], progress=False)
     with pytest.raises(ValueError, match=r"^checkpoint: .* does not exist"):
         hs.geometry(str(tmp_path / "none"), [good])
+
+
+def test_settings_follow_the_shared_checks_and_the_run_block_records_them():
+    """batch_size: integral floats and numpy integers are integers, bool is not
+    (rlvr_theory.checks); the document carries the run block of the arguments."""
+    ck = str(tc.qwen2_base())
+    ro = _rollouts(seed=5, n=4)
+    docs = [hs.geometry(ck, ro, batch_size=b, progress=False) for b in (2, 2.0, np.int64(2))]
+    for d in docs:
+        assert d["settings"]["batch_size"] == 2 and type(d["settings"]["batch_size"]) is int
+        assert d["rho_perp"] == docs[0]["rho_perp"]
+    run = docs[1]["run"]
+    assert sorted(run) == ["device", "package_version", "seed", "settings", "threads"]
+    assert run["settings"]["rollouts"] == "4 records" and run["settings"]["batch_size"] == 2
+    assert run["device"] == docs[1]["device"]
+    with pytest.raises(ValueError, match=r"^batch_size must be an integer >= 1, got True"):
+        hs.geometry(ck, ro, batch_size=True)
+    with pytest.raises(ValueError, match=r"^temperature must be a finite number > 0, got nan"):
+        hs.geometry(ck, ro, temperature=float("nan"))
+    with pytest.raises(ValueError, match=r"^dtype must be one of 'auto', 'float32', 'bfloat16', 'float16'"):
+        hs.geometry(ck, ro, dtype="int8")
+    with pytest.raises(ValueError, match=r"^rollouts\[0\]: reward must be a finite number, got 'high'"):
+        hs.geometry(ck, [{"prompt_ids": [5], "completion_ids": [6], "reward": "high"}])
+    with pytest.raises(ValueError, match=r"^rollouts\[0\]: completion_ids must contain only integers >= 0"):
+        hs.geometry(ck, [{"prompt_ids": [5], "completion_ids": [6.5], "correct": True}])

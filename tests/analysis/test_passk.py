@@ -90,9 +90,9 @@ def test_properties_in_unit_interval_and_monotone(n, data):
 @pytest.mark.parametrize("kwargs,match", [
     (dict(n=10, c=3, k=11), r"^k must be an integer in \[1, n\]"),
     (dict(n=10, c=11, k=2), r"^c must be an integer in \[0, n\]"),
-    (dict(n=10, c=-1, k=2), r"^c must be an integer in \[0, n\]"),
+    (dict(n=10, c=-1, k=2), r"^c must be an integer >= 0, got -1"),
     (dict(n=0, c=0, k=1), r"^n must be an integer >= 1"),
-    (dict(n=10, c=3, k=0), r"^k must be an integer in \[1, n\]"),
+    (dict(n=10, c=3, k=0), r"^k must be an integer >= 1, got 0"),
     (dict(n=10, c=2.5, k=2), r"^c must be an integer"),
     (dict(n=10.5, c=2, k=2), r"^n must be an integer"),
     (dict(n=10, c=2, k=np.nan), r"^k must be an integer"),
@@ -103,6 +103,27 @@ def test_properties_in_unit_interval_and_monotone(n, data):
 def test_bad_input_is_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         pk.pass_at_k(**kwargs)
+
+
+def test_integer_arguments_follow_the_shared_policy():
+    """n, c, k, m, iterations, groups, starts, seed: integral floats and numpy integers are
+    integers, bool is not (rlvr_theory.checks), as scalars and inside arrays."""
+    want = pk.pass_at_k(10, 3, 4)
+    for n, c, k in [(10.0, 3.0, 4.0), (np.int64(10), np.int32(3), np.float64(4)), (10, [3.0], np.array([4]))]:
+        np.testing.assert_allclose(pk.pass_at_k(n, c, k), want, rtol=0, atol=0)
+    assert pk.subsample_pass_at_k([1, 2], 8, 2.0, 4.0, iterations=np.int64(3), seed=np.int64(1)).shape == (1, 3)
+    assert pk.grouped_std([1, 2], 8, [1.0, 2.0], groups=3.0).groups.tolist() == [3, 3]
+    for bad in (True, np.bool_(True)):
+        with pytest.raises(ValueError, match=r"^k must be an integer"):
+            pk.pass_at_k(10, 3, bad)
+        with pytest.raises(ValueError, match=r"^m must be an integer >= 1"):
+            pk.subsample_pass_at_k([1, 2], 8, 1, bad)
+    with pytest.raises(ValueError, match=r"^c must be a numeric array, got booleans"):
+        pk.pass_at_k(10, np.array([True, False]), 1)
+    with pytest.raises(ValueError, match=r"^iterations must be an integer >= 1, got 2.5"):
+        pk.subsample_pass_at_k([1, 2], 8, 1, 4, iterations=2.5)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got True"):
+        pk.bootstrap_pass_at_k([1, 2], 8, 1, seed=True)
 
 
 def test_table_is_long_form():
@@ -162,16 +183,16 @@ def test_mixture_closed_form_against_mpmath_quadrature():
         dens = lambda x: sum(wi * x ** (ai - 1) * (1 - x) ** (bi - 1) / mpmath.beta(ai, bi)  # noqa: E731
                              for wi, ai, bi in zip(w, a, b))
         with mpmath.workdps(25):
-            want = float(mpmath.quad(lambda x: dens(x) * (1 - x) ** k, [0, 1 / k, 1]))
+            want = float(mpmath.quad(lambda x, dens=dens, k=k: dens(x) * (1 - x) ** k, [0, 1 / k, 1]))
         assert float(pk.beta_pass_at_k(k, a, b, w, complement=True)) == pytest.approx(want, rel=1e-9, abs=0)
 
 
 def test_population_bad_input():
     with pytest.raises(ValueError, match="^p or dist"):
         pk.expected_pass_at_k(3)
-    with pytest.raises(ValueError, match="^p must be"):
+    with pytest.raises(ValueError, match=r"^p must contain only finite numbers >= 0 and <= 1"):
         pk.expected_pass_at_k(3, [0.2, 1.2])
-    with pytest.raises(ValueError, match="^k must be a positive"):
+    with pytest.raises(ValueError, match=r"^k must be a finite number > 0"):
         pk.expected_pass_at_k(0, [0.2])
     with pytest.raises(ValueError, match="^dist must have its support"):
         pk.expected_pass_at_k(3, dist=stats.norm())
@@ -207,7 +228,7 @@ def test_power_law_for_a_non_beta_density():
     k = np.array([10, 100, 1000, 10000])
     miss = pk.expected_pass_at_k(k, dist=dist, complement=True)
     with mpmath.workdps(25):
-        want = [float(mpmath.quad(lambda x: C * mpmath.exp(-lam * x) * (1 - x) ** int(kk), [0, 1 / kk, 1]))
+        want = [float(mpmath.quad(lambda x, kk=kk: C * mpmath.exp(-lam * x) * (1 - x) ** int(kk), [0, 1 / kk, 1]))
                 for kk in k]
     np.testing.assert_allclose(miss, want, rtol=1e-9)
     ratio = miss / pk.power_law_miss(k, C, 1.0)
@@ -268,7 +289,7 @@ def test_rapid_decay_exponent_formula_general_alpha():
     """The leading term is −min_p (kp + c p^−α), checked by numeric minimisation."""
     from scipy.optimize import minimize_scalar
     for c, alpha, k in [(0.5, 2.0, 1e4), (2.0, 0.5, 1e6)]:
-        r = minimize_scalar(lambda lp: k * math.exp(lp) + c * math.exp(-alpha * lp), bounds=(-30, 0), method="bounded",
+        r = minimize_scalar(lambda lp, k=k, c=c, alpha=alpha: k * math.exp(lp) + c * math.exp(-alpha * lp), bounds=(-30, 0), method="bounded",
                             options={"xatol": 1e-12})
         assert float(pk.rapid_decay_log_miss(k, c, alpha)) == pytest.approx(-r.fun, rel=1e-9)
 
@@ -315,7 +336,7 @@ def test_shifted_power_law_beats_plain_power_law_on_beta_pass_at_k():
 def test_shifted_power_law_bad_input():
     with pytest.raises(ValueError, match="^k must hold at least 4"):
         pk.fit_shifted_power_law([1, 2, 3], [0.1, 0.2, 0.3])
-    with pytest.raises(ValueError, match="^pass_at_k must be"):
+    with pytest.raises(ValueError, match=r"^pass_at_k must contain only finite numbers >= 0 and <= 1"):
         pk.fit_shifted_power_law([1, 2, 3, 4], [0.1, 0.2, 0.3, 1.1])
     with pytest.raises(ValueError, match="^pass_at_k must have one value per k"):
         pk.fit_shifted_power_law([1, 2, 3, 4], [0.1, 0.2, 0.3])
@@ -564,7 +585,7 @@ def test_paired_test_bad_input():
         pk.paired_subsampling_test([1, 2], [1, 2], 8, 5, 4)
     with pytest.raises(ValueError, match="^successes_b must have one count per problem"):
         pk.paired_subsampling_test([1, 2], [1, 2, 3], 8, 1, 4)
-    with pytest.raises(ValueError, match=r"^alpha must be a number in \(0, 1\)"):
+    with pytest.raises(ValueError, match=r"^alpha must be a finite number > 0 and < 1"):
         pk.paired_subsampling_test([1, 2], [1, 2], 8, 1, 4, alpha=1.0)
     with pytest.raises(ValueError, match="^iterations must be"):
         pk.paired_subsampling_test([1, 2], [1, 2], 8, 1, 4, iterations=1)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.analysis import tiny_checkpoints as tc
 from analysis import report, weight_diff
+from tests.analysis import tiny_checkpoints as tc
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +66,18 @@ def test_report_files_are_complete_and_self_contained(doc2, tmp_path):
 
 
 def test_json_is_strict_with_non_finite_values():
+    """One JSON policy (rlvr_theory.serialize): NaN → null, ±inf → "inf"/"-inf"."""
     assert report.to_json({"a": math.inf, "b": [1.0, math.nan], "c": {"d": -math.inf}}) == \
-        json.dumps({"a": None, "b": [1.0, None], "c": {"d": None}}, indent=1)
+        json.dumps({"a": "inf", "b": [1.0, None], "c": {"d": "-inf"}}, indent=1)
+    _strict(report.to_json({"a": math.inf, "b": math.nan}))
+
+
+def test_table_numbers_use_the_shared_formatter():
+    """rlvr_theory.serialize.fmt_number with the report's look: 4 significant digits,
+    thousands separators for integers, — for a missing value, ∞ for an infinite one."""
+    assert [report._fmt(x) for x in (0.123456, 1234567, 16.0, None, math.nan, math.inf, 2.5e-7)] == \
+        ["0.1235", "1,234,567", "16", "—", "—", "∞", "2.5e-07"]
+    assert report._pct(0.0123456) == "1.23%" and report._pct(None) == "—"
 
 
 def test_written_atomically_and_existing_reports_replaced(doc2, tmp_path, monkeypatch):
@@ -89,7 +99,7 @@ def test_written_atomically_and_existing_reports_replaced(doc2, tmp_path, monkey
     other = tmp_path / "notes"
     other.mkdir()
     (other / "mine.txt").write_text("keep me")
-    with pytest.raises(ValueError, match=r"^out: .* exists and is not a report directory"):
+    with pytest.raises(ValueError, match=r"^out: .* exists and holds no report.json"):
         report.write_report(doc2, other)
     assert (other / "mine.txt").read_text() == "keep me"
     with pytest.raises(ValueError, match=r"^out must be a directory path"):

@@ -308,7 +308,7 @@ def test_rank_one_matrix():
     assert spectra.s1_s2(Spectrum.from_singular_values([2.0, 0.0])) == math.inf
 
 
-FADE_SEC5_TABLE = [  # (H*, step, s1/s2, rank-1 %) of FADE (000) Sec. 5, Qwen 2.5 7B output head
+FADE_SEC5_TABLE = [  # (H*, step, s1/s2, rank-1 %) of FADE Sec. 5, Qwen 2.5 7B output head
     (0.5, "10k", 4.10, 38.7), (0.5, "33k", 3.84, 54.4), (1.0, "10k", 3.51, 55.9),
     (1.0, "40k", 5.34, 88.2), (1.3, "10k", 3.25, 68.3), (1.3, "30k", 5.77, 91.2),
 ]
@@ -391,8 +391,8 @@ BAD = [
      r"^W must contain only finite"),
     (lambda: spectra.singular_values(torch.tensor([[1.0, float("nan")]], dtype=torch.bfloat16), method="gram"),
      r"^W must contain only finite"),
-    (lambda: spectra.singular_values(np.eye(3), k=0), r"^k must be an integer in \[1, 3\]"),
-    (lambda: spectra.singular_values(np.eye(3), k=4), r"^k must be an integer in \[1, 3\]"),
+    (lambda: spectra.singular_values(np.eye(3), k=0), r"^k must be an integer >= 1 and <= 3"),
+    (lambda: spectra.singular_values(np.eye(3), k=4), r"^k must be an integer >= 1 and <= 3"),
     (lambda: spectra.singular_values(np.eye(3), k=1.5), r"^k must be an integer"),
     (lambda: spectra.singular_values(np.eye(3), k=True), r"^k must be an integer"),
     (lambda: spectra.singular_values(np.eye(3), method="lanczos"), r"^method must be one of"),
@@ -401,20 +401,20 @@ BAD = [
     (lambda: spectra.singular_values(np.eye(3), n_iter=-1, k=1, method="randomized"), r"^n_iter must be"),
     (lambda: spectra.singular_values(np.eye(3), block_rows=0), r"^block_rows must be"),
     (lambda: spectra.singular_values(np.eye(3), refine="yes"), r"^refine must be"),
-    (lambda: spectra.spectrum(np.eye(3), n_vectors=4), r"^n_vectors must be an integer in \[0, 3\]"),
-    (lambda: spectra.spectrum(np.eye(3), k=1, n_vectors=2), r"^n_vectors must be an integer in \[0, 1\]"),
-    (lambda: spectra.leading_vectors(np.eye(3), 0), r"^r must be an integer in \[1, 3\]"),
+    (lambda: spectra.spectrum(np.eye(3), n_vectors=4), r"^n_vectors must be an integer >= 0 and <= 3"),
+    (lambda: spectra.spectrum(np.eye(3), k=1, n_vectors=2), r"^n_vectors must be an integer >= 0 and <= 1"),
+    (lambda: spectra.leading_vectors(np.eye(3), 0), r"^r must be an integer >= 1 and <= 3"),
     (lambda: spectra.leading_vectors(spectra.spectrum(np.eye(3)), 1), r"^W is a Spectrum without"),
-    (lambda: spectra.srank(np.eye(3), 0.0), r"^delta must lie in the open interval \(0, 1\)"),
-    (lambda: spectra.srank(np.eye(3), 1.0), r"^delta must lie"),
-    (lambda: spectra.srank(np.eye(3), [0.1, -0.1]), r"^delta must lie"),
-    (lambda: spectra.srank(np.eye(3), float("nan")), r"^delta must lie"),
-    (lambda: spectra.srank(np.eye(3), "x"), r"^delta must be a number"),
-    (lambda: spectra.summary(np.eye(3), deltas=(0.1, 1.5)), r"^deltas must lie"),
+    (lambda: spectra.srank(np.eye(3), 0.0), r"^delta must contain only finite numbers > 0 and < 1"),
+    (lambda: spectra.srank(np.eye(3), 1.0), r"^delta must contain only finite numbers > 0 and < 1"),
+    (lambda: spectra.srank(np.eye(3), [0.1, -0.1]), r"^delta must contain only finite numbers > 0 and < 1"),
+    (lambda: spectra.srank(np.eye(3), float("nan")), r"^delta must contain only finite numbers > 0 and < 1"),
+    (lambda: spectra.srank(np.eye(3), "x"), r"^delta must be a numeric array"),
+    (lambda: spectra.summary(np.eye(3), deltas=(0.1, 1.5)), r"^deltas must contain only finite numbers > 0 and < 1"),
     (lambda: spectra.srank(spectra.spectrum(np.eye(3), k=2)), r"^W must carry the full spectrum"),
     (lambda: spectra.srank(np.eye(3), k=2), r"^k cannot be passed"),
     (lambda: spectra.rank1_fraction(spectra.spectrum(np.eye(3)), method="gram"), r"^options \['method'\]"),
-    (lambda: Spectrum.from_singular_values([1.0, -1.0]), r"^s must be"),
+    (lambda: Spectrum.from_singular_values([1.0, -1.0]), r"^s must contain only finite numbers >= 0"),
     (lambda: Spectrum.from_singular_values([1.0], shape=(3, 3)), r"^fro_norm is required"),
     (lambda: Spectrum.from_singular_values([2.0], shape=(3, 3), fro_norm=1.0), r"^fro_norm must be"),
 ]
@@ -424,6 +424,24 @@ BAD = [
 def test_bad_input_is_refused_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_integer_arguments_follow_the_shared_policy():
+    """k, n_vectors, r, n_iter, block_rows, seed: integral floats and numpy integers are
+    integers, bool is not (rlvr_theory.checks)."""
+    W = np.diag([3.0, 2.0, 1.0])
+    for k in (2, 2.0, np.int64(2), np.float64(2)):
+        np.testing.assert_allclose(spectra.singular_values(W, k=k), [3.0, 2.0])
+    u, s, v = spectra.leading_vectors(W, np.int32(1))
+    assert s.tolist() == [3.0] and spectra.leading_vectors(W, 1.0)[1].tolist() == [3.0]
+    spec = spectra.spectrum(W, k=2.0, n_vectors=1.0, method="randomized", n_iter=2.0, n_oversamples=np.int64(1),
+                            seed=np.int64(3), block_rows=2.0)
+    np.testing.assert_allclose(spec.s, [3.0, 2.0], rtol=1e-12)
+    for bad in (True, np.bool_(True), 2.5, "2", float("nan")):
+        with pytest.raises(ValueError, match=r"^k must be an integer"):
+            spectra.singular_values(W, k=bad)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got True"):
+        spectra.spectrum(W, k=1, method="randomized", seed=True)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA present")
@@ -504,3 +522,9 @@ def test_cuda_graded_spectrum_and_auto_device():
     s = spectra.singular_values(torch.from_numpy(W).cuda(), method="gram")
     np.testing.assert_allclose(s, ref, rtol=0, atol=1e-13)
     assert spectra.spectrum(W).method == "gram"             # 1.2M entries: auto → gram, on CUDA
+
+
+def test_resolve_device_is_the_one_of_analysis_runtime():
+    from analysis import runtime
+
+    assert spectra.resolve_device is runtime.resolve_device

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests.analysis import tiny_checkpoints as tc
 from analysis import weight_diff as wd
+from tests.analysis import tiny_checkpoints as tc
 
 
 def ref_svd(M: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -404,12 +404,16 @@ def test_argument_refusals(planted):
         wd.diff(b, str(rl))
     with pytest.raises(ValueError, match=r"^top_k must be an integer >= 2"):
         wd.diff(b, r, top_k=1)
-    with pytest.raises(ValueError, match=r"^layers must be one of \('all', 'head'\)"):
+    with pytest.raises(ValueError, match=r"^layers must be one of 'all', 'head'"):
         wd.diff(b, r, layers="mlp")
     with pytest.raises(ValueError, match=r"^device must be"):
         wd.diff(b, r, device="tpu")
-    with pytest.raises(ValueError, match=r"^full_spectrum must be True or False"):
+    with pytest.raises(ValueError, match=r"^full_spectrum must be one of True, False"):
         wd.diff(b, r, full_spectrum="yes")
+    with pytest.raises(ValueError, match=r"^top_k must be an integer >= 2, got True"):
+        wd.diff(b, r, top_k=True)
+    with pytest.raises(ValueError, match=r"^top_k must be an integer >= 2, got 8.5"):
+        wd.diff(b, r, top_k=8.5)
     with pytest.raises(ValueError, match=r"^tokenizer: .* is not a tokenizer directory"):
         wd.diff(b, r, tokenizer=str(Path(b) / "nope"))
 
@@ -426,6 +430,18 @@ def test_refuses_nan_in_a_checkpoint_naming_it(tmp_path, planted):
     with pytest.raises(ValueError, match=r"^checkpoints\[1\]: tensor 'model.layers.0.self_attn.k_proj.weight' in file "
                                          r"'.*rl_nan/model.safetensors' holds non-finite values: 1 NaN and 0 Inf"):
         wd.diff(str(base), [str(rl), str(d)], progress=False)
+
+
+def test_top_k_follows_the_integer_policy_and_the_run_block_records_it(planted):
+    """Integral floats and numpy integers are integers (rlvr_theory.checks); the document
+    carries the run block with the arguments."""
+    base, rl, *_ = planted
+    docs = [wd.diff(str(base), [str(rl)], top_k=k, layers="head", progress=False) for k in (8, 8.0, np.int64(8))]
+    assert [d["settings"]["top_k"] for d in docs] == [8, 8, 8]
+    run = docs[1]["run"]
+    assert sorted(run) == ["device", "package_version", "seed", "settings", "threads"]
+    assert run["settings"]["top_k"] == 8 and type(run["settings"]["top_k"]) is int
+    assert run["settings"]["checkpoints"] == [str(rl)] and run["device"] == docs[1]["device"]
 
 
 def test_identical_checkpoint_gives_zeros_not_nan(planted):

@@ -1,25 +1,35 @@
-"""`rlvr-figures`: registry, files written, claims reproduced, bad input."""
+"""`rlvr-figures`: registry, files written, claims reproduced, bad input, reproducible table."""
 
 from __future__ import annotations
+
+import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import figures
-from figures import cli
+from figures import cli, registry
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "docs" / "reproduction.md"
 
 EXPECTED = {"fade_fig2", "fade_table1", "fade_table7", "agrae_fig6", "fgrpo_fig3"}
 
 
-def test_registry_lists_the_issue_figures():
+def test_registry_lists_the_core_figures():
     assert EXPECTED <= set(figures.names())
 
 
-def test_check_all_writes_figures_claims_and_the_reproduction_table(tmp_path, capsys):
+def test_check_all_writes_figures_claims_and_keeps_the_committed_table(tmp_path, capsys):
+    """`make figures` (= `rlvr-figures check`) on a clean checkout leaves docs/reproduction.md as it is."""
     doc = tmp_path / "doc" / "reproduction.md"
+    doc.parent.mkdir()
+    doc.write_bytes(COMMITTED.read_bytes())
     assert cli.main(["check", "--out", str(tmp_path), "--doc", str(doc), "--quiet"]) == 0
+    assert doc.read_bytes() == COMMITTED.read_bytes(), "docs/reproduction.md is stale: run `rlvr-figures check`"
     text = doc.read_text()
-    n_claims = 0
+    n_claims, frames = 0, []
     for name in figures.names():
         png, csv, claims = (tmp_path / f"{name}{s}" for s in (".png", ".csv", ".claims.csv"))
         assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -31,10 +41,18 @@ def test_check_all_writes_figures_claims_and_the_reproduction_table(tmp_path, ca
         n_claims += len(c)
         for claim in c.claim:  # every claim of every figure is a row of the table
             assert claim.replace("|", "\\|") in text
+        frames.append(c.assign(figure=name, **{k: pd.to_numeric(c[k], errors="coerce") for k in ("paper", "ours")}))
     assert f"Summary: {n_claims} claims" in text and text.count("\n| ") == n_claims + 1
-    assert f"{n_claims} claims:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{n_claims} claims:" in out and "unchanged" in out
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
     assert (tmp_path / "fade_table1.md").read_text().count("\n") == len(pd.read_csv(tmp_path / "fade_table1.csv")) + 2
+    # the table regenerated from this machine's claims says what the committed one says, at the
+    # precision of each claim (on the machine that committed it: byte for byte)
+    regenerated = registry.reproduction_markdown(pd.concat(frames, ignore_index=True))
+    assert regenerated.split("\nSummary:")[0] == text.split("\nSummary:")[0]
+    assert registry.same_at_claim_precision(registry.parse_reproduction_markdown(text),
+                                            registry.parse_reproduction_markdown(regenerated))
 
 
 def test_fig2_csv_holds_the_plotted_masses(tmp_path):
@@ -46,9 +64,14 @@ def test_fig2_csv_holds_the_plotted_masses(tmp_path):
 
 def test_unknown_figure_is_refused_before_writing(tmp_path, capsys):
     assert cli.main(["make", "fade_fig2", "nope", "--out", str(tmp_path / "o")]) == 2
-    assert "unknown figure 'nope'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("rlvr-figures: error: NAME: unknown figure 'nope'; allowed: ") and "fade_fig2" in err
     assert not (tmp_path / "o").exists()
     assert cli.main(["make", "--out", str(tmp_path)]) == 2
+    assert "give figure NAMEs or --all" in capsys.readouterr().err
+    assert cli.main(["make", "fade_fig2", "--threads", "0", "--out", str(tmp_path / "o")]) == 2
+    assert "--threads must be" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_pdf_on_request(tmp_path):
@@ -58,7 +81,7 @@ def test_pdf_on_request(tmp_path):
 
 
 def test_claim_status_and_check_exit_code(tmp_path, capsys):
-    from figures.registry import Claim, FigureSpec, NOT_HERE, _REGISTRY, register
+    from figures.registry import NOT_HERE, Claim, FigureSpec
 
     assert Claim("c", "s", 1.0, 1.05, 0.1).status == "pass"
     assert Claim("c", "s", 1.0, 2.0, 0.1).status == "fail"
@@ -68,18 +91,79 @@ def test_claim_status_and_check_exit_code(tmp_path, capsys):
     spec = FigureSpec("zz_test_fail", "t", "s", lambda: pd.DataFrame({"x": [1.0, 2.0]}),
                       lambda df: __import__("matplotlib.pyplot").pyplot.figure(),
                       lambda df: [Claim("one equals two", "nowhere", 1.0, 2.0, 0.0),
-                                  Claim("7B only", "000 Sec. 5", 0.4, float("nan"), 0.0, note="needs 7B runs")],
+                                  Claim("7B only", "FADE Sec. 5", 0.4, float("nan"), 0.0, note="needs 7B runs")],
                       full_data=lambda: pd.DataFrame({"x": [3.0]}))
-    register(spec)
-    try:
+    with figures.registered(spec):
+        assert "zz_test_fail" in figures.names()
+        with pytest.raises(ValueError, match="already registered"):
+            figures.register(FigureSpec("zz_test_fail", "t", "s", spec.data, spec.plot))
         doc = tmp_path / "r.md"
         assert cli.main(["check", "zz_test_fail", "--out", str(tmp_path), "--doc", str(doc), "--quiet"]) == 1
         text = doc.read_text()
         assert "| zz_test_fail | one equals two | nowhere | 1 | 2 | 0 | fail |" in text
-        assert "| 7B only | 000 Sec. 5 | 0.4 | — | 0 | not reproducible here | needs 7B runs |" in text
+        assert "| 7B only | FADE Sec. 5 | 0.4 | — | 0 | not reproducible here | needs 7B runs |" in text
         assert "1 fail" in capsys.readouterr().out
         assert cli.main(["make", "zz_test_fail", "--full", "--out", str(tmp_path), "--quiet"]) == 0
         assert pd.read_csv(tmp_path / "zz_test_fail.csv").x.tolist() == [3.0]  # --full used full_data
         assert cli.main(["check", "nope", "--out", str(tmp_path), "--doc", str(doc)]) == 2
-    finally:
-        del _REGISTRY["zz_test_fail"]
+    assert "zz_test_fail" not in figures.names()
+    with pytest.raises(ValueError, match="NAME: unknown figure 'zz_test_fail'"):
+        figures.unregister("zz_test_fail")
+
+
+def test_claim_numbers_are_rounded_to_the_precision_of_their_claim():
+    cn = registry.claim_number
+    # rounded to the largest power of ten <= tol/10: error <= tol/20
+    assert cn(0.630082, 0.005) == cn(0.630061, 0.005) == "0.6301"
+    assert cn(0.000465274, 5e-6) == "0.0004653" and cn(0.999935, 0.02) == cn(0.999955, 0.02) == "1"
+    assert cn(2.54436e-07, 1e-6) == cn(2.84865e-07, 1e-6) == "3e-07"
+    assert cn(9.8242e-19, 1e-12) == cn(-2.2e-16, 1e-12) == cn(-2.22045e-16, 0.15) == "0"  # not "-0"
+    assert cn(70.3, 0.5) == "70.3" and cn(1.3937, 0.005) == "1.3937" and cn(-0.873079, 0.3) == "-0.87"
+    assert cn(0.7367619, 1e-10) == "0.736762" and cn(8.0, 1e-12) == "8"  # at most 6 significant digits
+    assert cn(0.875, 0.0) == "0.875" and cn(1 / 3, 0.0) == "0.333333"  # exact claims: 6 digits
+    assert cn(float("nan"), 0.01) == "—"
+    for x, tol in [(0.630082, 0.005), (0.404244, 0.02), (1.19623, 0.01), (3.2e-7, 1e-6), (15.0, 0.5)]:
+        shown = float(cn(x, tol))
+        assert abs(shown - x) <= tol / 20 + 1e-15
+
+
+def test_committed_reproduction_table_is_its_own_rendering_and_stable_below_its_precision():
+    """The committed table is what `reproduction_markdown` writes for the numbers it shows, and
+    any change of a number by less than half its rounding step (>= tol/200) writes the same bytes."""
+    text = COMMITTED.read_text()
+    table = registry.parse_reproduction_markdown(text)
+    assert len(table) > 100 and f"Summary: {len(table)} claims" in text
+    assert registry.ROUNDING_RULE in text
+    assert registry.reproduction_markdown(table) == text
+    for sign in (1, -1):
+        moved = table.copy()
+        for col in ("paper", "ours"):
+            step = [10.0 ** (math.floor(math.log10(t) + 1e-9) - 1) if t > 0 else 0.0 for t in table.tol]
+            moved[col] = [v + sign * 0.45 * s if s > 0 else v for v, s in zip(table[col], step)]
+        assert registry.reproduction_markdown(moved) == text
+
+
+def test_the_table_file_is_rewritten_only_when_a_claim_changes_beyond_its_precision(tmp_path):
+    row = {"figure": "f", "claim": "c", "source": "FADE Sec. 1", "paper": 0.63, "ours": 0.630051, "tol": 0.005,
+           "status": "pass", "note": ""}
+    table = pd.DataFrame([row])
+    doc = tmp_path / "r.md"
+    assert registry.write_reproduction(doc, table) is True
+    before = doc.read_bytes()
+    assert "| 0.63 | 0.6301 | 0.005 |" in doc.read_text()  # 0.630051 rounds up
+    # machine noise moves `ours` across the rounding boundary, by less than tol/10: file untouched
+    assert registry.write_reproduction(doc, table.assign(ours=[0.629949])) is False
+    assert doc.read_bytes() == before
+    # a change beyond tol/10, a new status or a new claim text is written
+    assert registry.write_reproduction(doc, table.assign(ours=[0.6292])) is True
+    assert "| 0.6292 |" in doc.read_text()
+    assert registry.write_reproduction(doc, table.assign(ours=[0.6292], claim=["c2"])) is True
+    assert registry.write_reproduction(doc, table.assign(ours=[0.6292], claim=["c2"], status=["fail"])) is True
+    assert "1 fail" in doc.read_text()
+    # tol = 0 claims compare as shown; NaN only equals NaN
+    exact = pd.DataFrame([{**row, "ours": 1.0, "tol": 0.0, "paper": 1.0}])
+    assert registry.write_reproduction(doc, exact) is True
+    assert registry.write_reproduction(doc, exact.assign(ours=[1.0 + 1e-12])) is False
+    assert registry.write_reproduction(doc, exact.assign(ours=[0.875])) is True
+    assert registry.write_reproduction(doc, exact.assign(ours=[float("nan")], status=["fail"])) is True
+    assert registry.write_reproduction(doc, exact.assign(ours=[float("nan")], status=["fail"])) is False

@@ -21,7 +21,7 @@ def _builder():
     return mod
 
 
-def test_the_issue_notebooks_exist():
+def test_the_example_notebooks_exist():
     names = {p.stem for p in NOTEBOOKS}
     assert {"01_gradient_masses", "02_tail_miss_and_the_categorical_simulator"} <= names
     assert names == set(_builder().NOTEBOOKS)

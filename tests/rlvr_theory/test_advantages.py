@@ -11,7 +11,7 @@ CANONICAL = ["reinforce", "grpo", "dr_grpo", "rloo", "skew_r", "power_alpha", "p
              "asym_power_alpha", "asym_grpo", "maxrl", "passk_tang", "passk_chen", "passk_mix", "asymrl",
              "quantile", "mc_grpo", "binary_contrastive", "power_norm", "softmax", "logmeanexp", "relu",
              "w_reinforce", "t2t", "fgrpo", "agrae", "agrae_hard", "agrae_easy", "positive_dominant",
-             "negative_dominant", "iac", "grpo_n", "fade"]
+             "negative_dominant", "iac", "grpo_n", "fade", "reinforce_pp"]
 
 
 def test_registry_has_every_canonical_name_with_metadata():
@@ -22,7 +22,7 @@ def test_registry_has_every_canonical_name_with_metadata():
         assert cls.kind in ("exact", "expectation", "asymptotic")
 
 
-def test_issue_example():
+def test_asym_grpo_example():
     adv = advantages.get("asym_grpo", delta=0.5)
     out = adv(np.array([[1, 0, 0, 1, 0, 0, 0, 0]]))
     assert out.shape == (1, 8)
@@ -63,7 +63,7 @@ def test_groups_without_signal_give_zeros_not_nan():
 
 
 @pytest.mark.parametrize("name", ["grpo", "maxrl", "passk_chen", "binary_contrastive", "fgrpo", "agrae_hard",
-                                  "t2t", "w_reinforce", "iac"])
+                                  "t2t", "w_reinforce", "iac", "reinforce_pp"])
 def test_invariant_families_ignore_the_reward_values(name):
     rng = np.random.default_rng(1)
     s = rng.random((20, 8)) < 0.4
@@ -105,14 +105,44 @@ def test_bad_parameters_are_refused_with_their_name():
         advantages.get("passk_chen", k=2.5)
     with pytest.raises(ValueError, match="quantile: tau"):
         advantages.get("quantile", tau=0)
-    with pytest.raises(ValueError, match="grpo: ddof must be 0 or 1"):
+    with pytest.raises(ValueError, match="grpo: ddof must be one of 0, 1; got 2"):
         advantages.get("grpo", ddof=2)
+    with pytest.raises(ValueError, match="grpo: ddof must be one of 0, 1; got True"):
+        advantages.get("grpo", ddof=True)
     with pytest.raises(ValueError, match="reward_values"):
         advantages.get("grpo", reward_values=(1, 0))
-    with pytest.raises(ValueError, match="^name: unknown advantage 'nope'; allowed: "):
+    with pytest.raises(ValueError, match="^advantage: unknown advantage 'nope'; allowed: "):
         advantages.get("nope")
-    with pytest.raises(ValueError, match="power_alpha: normalize must be True or False"):
+    with pytest.raises(ValueError, match="power_alpha: normalize must be one of True, False; got 'yes'"):
         advantages.get("power_alpha", normalize="yes")
+    with pytest.raises(ValueError, match="power_alpha: normalize must be one of True, False; got 1"):
+        advantages.get("power_alpha", normalize=1)  # a number is not a bool
+
+
+def test_unknown_name_lists_the_names_sorted():
+    with pytest.raises(ValueError) as err:
+        advantages.get("nope")
+    listed = str(err.value).split("allowed: ")[1].split(", ")
+    assert listed == sorted(advantages.names())
+
+
+def test_parameters_follow_the_checks_policy():
+    """Integral floats and numpy scalars are accepted (and normalised), bool and NaN refused."""
+    assert advantages.get("passk_chen", k=4.0).params["k"] == 4
+    assert isinstance(advantages.get("passk_chen", k=np.int64(3)).params["k"], int)
+    assert advantages.get("grpo", ddof=np.float64(1)).params["ddof"] == 1
+    assert advantages.get("power_alpha", normalize=np.True_).params["normalize"] is True
+    assert advantages.get("asym_grpo", delta=np.float32(0.5)).params["delta"] == 0.5
+    with pytest.raises(ValueError, match="asym_grpo: delta must be a finite number > 0, got True"):
+        advantages.get("asym_grpo", delta=True)
+    with pytest.raises(ValueError, match="fgrpo: gamma must be a finite number >= 0, got nan"):
+        advantages.get("fgrpo", gamma=float("nan"))
+    with pytest.raises(ValueError, match=r"agrae: omega must be a finite number >= 0 and <= 1 \(or None\)"):
+        advantages.get("agrae", omega=1.5)
+    for bad in ((0, 1, 2), (1, 1), (0, float("inf")), "ab", (0, float("nan"))):
+        with pytest.raises(ValueError, match="^reward_values must be a pair of finite numbers"):
+            advantages.get("grpo", reward_values=bad)
+    assert advantages.get("grpo", reward_values=np.array([-1, 1])).reward_values == (-1.0, 1.0)
 
 
 def test_group_size_and_lengths_checks():
@@ -149,7 +179,6 @@ def test_user_registered_family_works_everywhere():
 
     from rlvr_theory import masses
 
-    @advantages.register
     class Halved(advantages.Advantage):
         name = "test_halved_grpo"
         description = "GRPO times 1/2"
@@ -162,12 +191,34 @@ def test_user_registered_family_works_everywhere():
             m = sympy.sqrt(advantages.p * (1 - advantages.p)) / 2
             return m, m
 
-    try:
+    with advantages.registered(Halved):
         adv = advantages.get("test_halved_grpo")
+        assert "test_halved_grpo" in advantages.names()
         assert float(masses.closed_form(adv, 0.5).m_S) == pytest.approx(0.25)
         assert float(masses.exact(adv, 0.5, 4).m_S) == pytest.approx(0.5 * float(masses.exact("grpo", 0.5, 4).m_S))
+    assert "test_halved_grpo" not in advantages.names()
+
+
+def test_register_collisions_and_unregister():
+    class Other(advantages.Advantage):
+        name = "grpo"
+
+    with pytest.raises(ValueError, match="advantage 'grpo' is already registered"):
+        advantages.register(Other)
+    assert advantages.get("grpo").__class__ is not Other
+    advantages.register(advantages.registry()["grpo"])  # the same class again: no-op
+
+    class Temp(advantages.Advantage):
+        name = "test_temp"
+
+    advantages.register(Temp)
+    try:
+        assert advantages.names()[-1] == "test_temp"
     finally:
-        advantages._REGISTRY.pop("test_halved_grpo")
+        advantages.unregister("test_temp")
+    assert "test_temp" not in advantages.registry()
+    with pytest.raises(ValueError, match="^advantage: unknown advantage 'test_temp'"):
+        advantages.unregister("test_temp")
 
 
 def test_graded_call_real_valued_rewards_by_hand():
@@ -184,7 +235,72 @@ def test_graded_call_real_valued_rewards_by_hand():
     # binary rewards: graded_call agrees with the binary definition
     b = np.array([[1.0, 0.0, 0.0, 1.0, 0.0]])
     np.testing.assert_allclose(advantages.get("grpo").graded_call(b), advantages.get("grpo")(b), atol=1e-15)
-    with pytest.raises(ValueError, match="asym_grpo.*binary rewards only"):
+    with pytest.raises(ValueError, match="asym_grpo.*binary rewards only; graded rewards need one of "
+                                         "reinforce, grpo, dr_grpo, rloo, grpo_n, reinforce_pp$"):
         advantages.get("asym_grpo").graded_call(r)
     with pytest.raises(ValueError, match="rewards must be a finite"):
         advantages.get("grpo").graded_call([[0.0, np.nan]])
+
+
+# ------------------------------------------------------------ reinforce_pp
+def test_reinforce_pp_by_hand():
+    """Group-centred rewards divided by their population std over the whole batch."""
+    r = np.array([[1.0, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 1]])
+    c = np.array([[0.75, -0.25, -0.25, -0.25], [0.5, 0.5, -0.5, -0.5], [0, 0, 0, 0]])
+    sigma = np.sqrt((0.75**2 + 3 * 0.25**2 + 4 * 0.5**2) / 12)  # the flat group counts (zeros)
+    adv = advantages.get("reinforce_pp")
+    assert adv.batch_level and adv.kind == "expectation"
+    np.testing.assert_allclose(adv(r), c / sigma, rtol=1e-14)
+    # every leading axis is the batch
+    np.testing.assert_allclose(adv(r.reshape(3, 1, 4)), (c / sigma).reshape(3, 1, 4), rtol=1e-14)
+    # a batch without signal: 0, not NaN
+    np.testing.assert_array_equal(adv(np.ones((2, 4))), 0.0)
+    with pytest.raises(ValueError, match="unknown parameter"):
+        advantages.get("reinforce_pp", delta=1)
+
+
+def test_reinforce_pp_is_the_linear_head_definition():
+    """The formula the linear-head simulator used (Dr. GRPO advantages divided by their std over
+    the batch of each configuration) gives the same numbers, configuration by configuration."""
+    rng = np.random.default_rng(3)
+    r = (rng.random((5, 16, 8)) < rng.random((5, 16, 1))).astype(float)  # [C, B, G]
+    r[0, :3] = 1.0  # some groups without signal
+    C = r.shape[0]
+    A = advantages.get("dr_grpo")(r)
+    sd = A.reshape(C, -1).std(-1)[:, None, None]
+    expect = np.divide(A, sd, out=np.zeros_like(A), where=sd > 0)
+    adv = advantages.get("reinforce_pp")
+    np.testing.assert_array_equal(np.stack([adv(r[c]) for c in range(C)]), expect)
+
+
+def test_reinforce_pp_monte_carlo_large_batch():
+    """A large batch at solve rate p: σ_batch → Δ·sqrt(pq(G−1)/G) and the batch-mean masses →
+    the closed form sqrt(pq(G−1)/G), for rewards {0, 1} and {−1, 1}."""
+    from rlvr_theory import masses
+
+    rng = np.random.default_rng(11)
+    G, n = 8, 200_000
+    for p, rv in ((0.3, (0.0, 1.0)), (0.8, (-1.0, 1.0))):
+        s = rng.random((n, G)) < p
+        r = np.where(s, rv[1], rv[0])
+        adv = advantages.get("reinforce_pp", reward_values=rv)
+        A = adv(r)
+        c = r - r.mean(-1, keepdims=True)
+        delta = rv[1] - rv[0]
+        target = np.sqrt(p * (1 - p) * (G - 1) / G)
+        assert c.std() / delta == pytest.approx(target, rel=5e-3)
+        np.testing.assert_allclose(A, c / c.std(), rtol=1e-12, atol=1e-12)
+        m = masses.of_group(adv, r)
+        closed = masses.closed_form(adv, p, G)
+        for sample, value in ((m.m_S, closed.m_S), (m.m_F, closed.m_F)):
+            assert sample.mean() == pytest.approx(float(value), rel=5e-3)
+        assert float(closed.m_S) == pytest.approx(target, rel=1e-14)
+        assert float(masses.exact(adv, p, G).m_S) == pytest.approx(target, rel=1e-12)
+
+
+def test_reinforce_pp_graded_rewards():
+    r = np.array([[0.0, 0.5, 1.0, 0.5], [0.3, 0.3, 0.3, 0.3], [0.2, 0.0, 0.0, 0.2]])
+    c = r - r.mean(-1, keepdims=True)
+    c[1] = 0.0
+    sigma = np.sqrt((c**2).mean())
+    np.testing.assert_allclose(advantages.get("reinforce_pp").graded_call(r), c / sigma, rtol=1e-13, atol=1e-15)

@@ -16,8 +16,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from scipy import special
 
-from rlvr_theory import advantages, categorical as cat, masses
+from rlvr_theory import advantages, masses
+from rlvr_theory import categorical as cat
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +44,7 @@ def torch_grad(z, objective):
 
 
 def test_logit_update_is_the_gradient_of_the_sampled_objective():
-    """001 Lemma 1: Δz = η ∇_z (1/N) Σ_j A_j log softmax(z)[a_j] (autograd), batched."""
+    """Two-Stage Lemma 1: Δz = η ∇_z (1/N) Σ_j A_j log softmax(z)[a_j] (autograd), batched."""
     rng, z = config(0, K=9, B=5)
     actions = rng.integers(0, 9, (5, 6))
     A = rng.normal(size=(5, 6))
@@ -54,7 +56,7 @@ def test_logit_update_is_the_gradient_of_the_sampled_objective():
 
 
 def test_logit_update_per_draw_bullets_of_lemma1():
-    """001 Lemma 1, one draw v: z_v moves by ηA(1 − π_v), every other z_u by −ηAπ_u."""
+    """Two-Stage Lemma 1, one draw v: z_v moves by ηA(1 − π_v), every other z_u by −ηAπ_u."""
     _, z = config(1)
     p = np.exp(z) / np.exp(z).sum()
     for v in range(7):
@@ -65,18 +67,18 @@ def test_logit_update_per_draw_bullets_of_lemma1():
 
 
 def test_surrogate_update_is_the_gradient_of_the_support_surrogate():
-    """002 Eq. 7: Δz = (η/N) ∇_z Σ_{i sampled} p_i R_i (autograd)."""
+    """F-GRPO Eq. 7: Δz = (η/N) ∇_z Σ_{i sampled} p_i R_i (autograd)."""
     rng, z = config(2, K=11, B=4)
     correct = rng.random((4, 11)) < 0.4
     counts = rng.multinomial(6, np.full(11, 1 / 11), size=4)
     for rv in ((0.0, 1.0), (-1.0, 1.0), (-0.5, 2.0)):
         R = np.where(counts > 0, np.where(correct, rv[1], rv[0]), 0.0)
-        ref = torch_grad(z, lambda zt: (torch.softmax(zt, -1) * torch.tensor(R)).sum(-1))
+        ref = torch_grad(z, lambda zt, R=R: (torch.softmax(zt, -1) * torch.tensor(R)).sum(-1))
         np.testing.assert_allclose(cat.surrogate_logit_update(z, correct, counts, 0.2, rv), 0.2 / 6 * ref, atol=1e-15)
 
 
 def test_expected_update_is_the_exact_gradient():
-    """001 Theorem 1 with fixed Â: η ∇_z E_p[Â] (autograd) and the paper's bracket form."""
+    """Two-Stage Theorem 1 with fixed Â: η ∇_z E_p[Â] (autograd) and the paper's bracket form."""
     rng, z = config(3, B=3)
     A = rng.normal(size=(3, 7))
     ref = torch_grad(z, lambda zt: (torch.softmax(zt, -1) * torch.tensor(A)).sum(-1))
@@ -166,7 +168,7 @@ def test_sample_actions_frequencies():
     assert b.shape == (3, 2, 7) and b.min() >= 0 and b.max() < 4
 
 
-# -------------------------------------------------- 003 Theorem 1 and cases
+# -------------------------------------------------- A-GRAE Theorem 1 and cases
 def grpo_group():
     """K = 8 behaviours, 3 and 4 correct; a group of G = 6 draws with duplicates."""
     z = np.array([2.0, 0.5, -1.0, 1.0, 0.0, -2.0, -3.0, 1.5])
@@ -176,7 +178,7 @@ def grpo_group():
 
 
 def test_behaviour_cases_grpo_zero_sum():
-    """003 Eq. 7-9: C = 0; sampled positives move by η·(count)·A_pos, negatives by η·(count)·A_neg,
+    """A-GRAE Eq. 7-9: C = 0; sampled positives move by η·(count)·A_pos, negatives by η·(count)·A_neg,
     unsampled behaviours do not move."""
     z, correct, actions = grpo_group()
     r = correct[actions].astype(float)
@@ -196,7 +198,7 @@ def test_behaviour_cases_grpo_zero_sum():
 
 
 def test_behaviour_cases_negative_dominant_c_negative():
-    """003 App. B.5 Eq. 34-36: C < 0 raises every unsampled logit by −ηCπ_b > 0 and raises the
+    """A-GRAE App. B.5 Eq. 34-36: C < 0 raises every unsampled logit by −ηCπ_b > 0 and raises the
     logit of an overconfident sampled negative."""
     z, correct, actions = grpo_group()
     r = correct[actions].astype(float)
@@ -217,7 +219,7 @@ def test_behaviour_cases_negative_dominant_c_negative():
 
 
 def test_sampled_positive_logit_rises_but_its_probability_can_fall():
-    """003 Eq. 7 says the update is 'strictly increasing their probability': true for the logit,
+    """A-GRAE Eq. 7 says the update is 'strictly increasing their probability': true for the logit,
     not for the probability.  A rare sampled-correct behaviour next to a dominant one drawn
     6 times loses probability under GRPO (exact one-step update)."""
     z = np.log(np.array([0.90, 0.01, 0.05, 0.04]))
@@ -230,7 +232,7 @@ def test_sampled_positive_logit_rises_but_its_probability_can_fall():
     assert cat.probability_change(z, dh)[1] < 0
 
 
-# ----------------------------------------------------- 002 Eq. 8 and Eq. 13
+# ----------------------------------------------------- F-GRPO Eq. 8 and Eq. 13
 def moment_configs(seed, B=8, K=40):
     rng, z = config(seed, K=K, scale=2.0, B=B)
     correct = rng.random((B, K)) < 0.3
@@ -260,7 +262,7 @@ def test_eq8_and_prop32_against_the_exact_update():
     z, correct, counts = moment_configs(11)
     upos = correct & (counts == 0)
     for pred_fn, mask in ((cat.delta_q_pos, correct), (cat.delta_q_unsampled_pos, upos)):
-        def rel(eta):
+        def rel(eta, pred_fn=pred_fn, mask=mask):
             dz = cat.surrogate_logit_update(z, correct, counts, eta)
             exact = cat.exact_subset_mass_change(z, dz, mask)
             return np.abs(pred_fn(z, correct, counts, eta).total - exact) / np.abs(exact)
@@ -276,7 +278,7 @@ def test_eq8_and_prop32_against_the_exact_update():
 
 
 def test_unsampled_correct_mass_can_fall_while_total_correct_mass_rises():
-    """002 Sec. 3.2 after Eq. 13: ΔQ_u,pos < 0 < ΔQ_pos in a reward-positive batch (exact update too)."""
+    """F-GRPO Sec. 3.2 after Eq. 13: ΔQ_u,pos < 0 < ΔQ_pos in a reward-positive batch (exact update too)."""
     p = np.array([0.5, 0.2, 0.1, 0.1, 0.1])  # 0, 1, 2 correct; 2 unsampled
     z = np.log(p)
     correct = np.array([1, 1, 1, 0, 0], bool)
@@ -289,7 +291,7 @@ def test_unsampled_correct_mass_can_fall_while_total_correct_mass_rises():
 
 
 def test_eq8_sign_claim_needs_rw_nonpositive():
-    """002 says the first two terms of Eq. 8 are always >= 0; with R_w > 0 the second,
+    """F-GRPO says the first two terms of Eq. 8 are always >= 0; with R_w > 0 the second,
     (S_R − R_w)Q_pos B2, is negative when little correct mass is sampled (S_R < R_w)."""
     z = np.log([0.01, 0.1, 0.89])
     got = cat.delta_q_pos(z, [True, False, False], [1, 1, 0], 1.0, reward_values=(0.2, 3.0))
@@ -428,10 +430,49 @@ def test_bad_inputs_name_the_argument():
         (lambda: cat.sample_actions(z, 0, np.random.default_rng(0)), "N must"),
         (lambda: cat.sample_actions(z, 3, 0), "rng must"),
         (lambda: cat.action_counts([1], 0), "K must"),
+        (lambda: cat.action_counts([1], True), "K must be an integer >= 1"),
+        (lambda: cat.action_counts([1], 4.5), "K must be an integer >= 1"),
+        (lambda: cat.sample_actions(z, True, np.random.default_rng(0)), "N must be an integer >= 1"),
+        (lambda: cat.sample_actions(z, 2.5, np.random.default_rng(0)), "N must be an integer >= 1"),
+        (lambda: cat.effective_advantage(z, [1, 0, 1, 0], "grpo", True), "G must be an integer >= 1"),
+        (lambda: cat.effective_advantage(z, [1, 0, 1, 0], "grpo", 8.5), "G must be an integer >= 1"),
+        (lambda: cat.logit_update(z, np.array([True]), [1.0], 0.1), "actions must"),
+        (lambda: cat.sample_moments(z, [1, 0, 1], [1, 0, 0, 0]), "correct must have a last axis of length 4"),
+        (lambda: cat.delta_q_pos(z, [1, 0, 1, 0], [1, 0, 0, 0], 0.1, reward_values=(0, 1, 2)),
+         "reward_values must be a pair"),
+        (lambda: cat.log_partition_change(z, np.ones((2, 3))), "dz must have a last axis of length 4"),
+        (lambda: cat.check_like("A", [1.0, 2.0], (3, 4)), "A must have a last axis of length 4"),
+        (lambda: cat.check_like("A", np.ones((2, 4)), (3, 4)), "A must broadcast with shape (3, 4)"),
     ]
     for fn, msg in cases:
         with pytest.raises(ValueError, match="^" + re.escape(msg)):
             fn()
+
+
+def test_counts_follow_the_integer_policy():
+    """N, K, G and action indices: ints, numpy integers and integral floats are the same count."""
+    z = np.array([0.3, -0.2, 1.0, 0.0])
+    ref = cat.sample_actions(z, 5, np.random.default_rng(3))
+    for N in (5.0, np.int64(5), np.float64(5)):
+        np.testing.assert_array_equal(cat.sample_actions(z, N, np.random.default_rng(3)), ref)
+    for K in (4.0, np.int64(4)):
+        np.testing.assert_array_equal(cat.action_counts([1, 1, 3], K), [0, 2, 0, 1])
+    np.testing.assert_array_equal(cat.logit_update(z, [1.0, 3.0], [1.0, -1.0], 0.1),
+                                  cat.logit_update(z, np.array([1, 3]), [1.0, -1.0], 0.1))
+    ref = cat.effective_advantage(z, [1, 0, 1, 0], "grpo", 8)
+    for G in (8.0, np.int64(8)):
+        np.testing.assert_array_equal(cat.effective_advantage(z, [1, 0, 1, 0], "grpo", G), ref)
+
+
+def test_log_partition_change_is_the_difference_of_logsumexps():
+    rng = np.random.default_rng(0)
+    z, dz = rng.normal(size=(3, 6)), rng.normal(size=(3, 6))
+    np.testing.assert_allclose(cat.log_partition_change(z, dz),
+                               special.logsumexp(z + dz, -1) - special.logsumexp(z, -1), rtol=1e-13)
+    np.testing.assert_allclose(cat.log_partition_change(z, 3 * dz),
+                               special.logsumexp(z + 3 * dz, -1) - special.logsumexp(z, -1), rtol=1e-13)
+    tiny = cat.log_partition_change(z, 1e-12 * dz)  # first order: Σ p·Δz, no cancellation
+    np.testing.assert_allclose(tiny, 1e-12 * np.sum(cat.softmax(z) * dz, -1), rtol=1e-9)
 
 
 # ------------------------------------------------------------------ docs

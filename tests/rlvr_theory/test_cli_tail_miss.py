@@ -47,7 +47,7 @@ def test_default_sweep_is_the_app_j_grid(capsys):
     code, out, _ = run(capsys, "tail-miss", "--mu", str(MU), "--tau", str(TAU), "--json")
     d = json.loads(out)
     assert code == 0 and [r["N"] for r in d["rows"]] == [2**k for k in range(1, 18)]
-    assert d["rows"][-1]["tail_miss"] < 1e-3  # 002 App. J: < 1e-3 at N = 2^17
+    assert d["rows"][-1]["tail_miss"] < 1e-3  # F-GRPO App. J: < 1e-3 at N = 2^17
     assert "peak_N" not in d
 
 
@@ -60,11 +60,11 @@ def test_text_table(capsys):
 
 
 @pytest.mark.parametrize("argv, match", [
-    (["--mu", "1.5", "--tau", "0.1"], "mu must lie in [0, 1]"),
-    (["--mu", "0.64", "--tau", "0.7"], "tau must lie in [0, mu]"),
-    (["--mu", "0.64", "--tau", "0.1", "--N", "2.5"], "N must be an integer >= 1"),
-    (["--mu", "0.64", "--tau", "0.1", "--N", "0"], "N must be an integer >= 1"),
-    (["--mu", "0.64", "--tau", "0", "--peak"], "tau must be > 0"),
+    (["--mu", "1.5", "--tau", "0.1"], "--mu must be a finite number >= 0 and <= 1, got 1.5"),
+    (["--mu", "0.64", "--tau", "0.7"], "--tau must lie in [0, mu]"),
+    (["--mu", "0.64", "--tau", "0.1", "--N", "2.5"], "--N must contain only integers >= 1, got 2.5"),
+    (["--mu", "0.64", "--tau", "0.1", "--N", "0"], "--N must contain only integers >= 1, got 0"),
+    (["--mu", "0.64", "--tau", "0", "--peak"], "--tau must be > 0"),
 ])
 def test_errors_exit_2_with_a_message(capsys, argv, match):
     code, out, err = run(capsys, "tail-miss", *argv)

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rlvr_theory import advantages, categorical as cat, entropy as ent, masses
-
+from rlvr_theory import advantages, masses
+from rlvr_theory import categorical as cat
+from rlvr_theory import entropy as ent
 
 
 def config(seed, B=6, K=20, scale=2.0, shift=0.7):
@@ -190,7 +191,7 @@ def test_fade_sampled_is_unbiased_monte_carlo():
 
 
 def test_drift_signs_of_fade_sec41():
-    """AsymGRPO (000 Sec. 4.1): δ = 1 no drift, δ > 1 positive, δ < 1 negative; equals
+    """AsymGRPO (FADE Sec. 4.1): δ = 1 no drift, δ > 1 positive, δ < 1 negative; equals
     p(1−p)(1 − 1/δ)·H; sign-balanced families have none."""
     p, H = np.array([0.2, 0.5, 0.8]), 3.0
     for delta, sign in ((1.0, 0), (2.0, 1), (0.5, -1)):
@@ -205,7 +206,7 @@ def test_drift_signs_of_fade_sec41():
 
 
 def test_expected_group_entropy_change_has_no_drift():
-    """E[first-order ΔH] of a sampled group update (001 Lemma 1) with a success-biased advantage
+    """E[first-order ΔH] of a sampled group update (Two-Stage Lemma 1) with a success-biased advantage
     equals −η·Cov_π(log π, π(ā − E ā)) — the vanilla form with the effective advantage,
     whatever m_S − m_F is (Monte Carlo, 4 SE)."""
     rng = np.random.default_rng(12)
@@ -275,7 +276,12 @@ def test_bad_inputs_name_the_argument():
         (lambda: ent.fade_change_sampled([[-1.0]], [[1.0]], 1.0, 0.1), "log_prob must"),
         (lambda: ent.fade_change_sampled([-1.0, 0.5], [1.0, 1.0], 1.0, 0.1), "log_prob must"),
         (lambda: ent.fade_change_sampled([-1.0, -2.0], [1.0, 1.0], -1.0, 0.1), "H must"),
-        (lambda: ent.drift(1.0, np.nan, 0.0), "m_S and m_F must"),
+        (lambda: ent.drift(1.0, np.nan, 0.0), "m_S must contain only finite numbers"),
+        (lambda: ent.drift(1.0, 0.0, [np.inf]), "m_F must contain only finite numbers"),
+        (lambda: ent.drift(-1.0, 0.0, 0.0), "H must contain only finite numbers >= 0"),
+        (lambda: ent.exact_change(z, np.ones(3)), "dz must have a last axis of length 4"),
+        (lambda: ent.drift_from_advantage("grpo", 0.5, 1.0, G=True, exact=True), "G must be an integer >= 1"),
+        (lambda: ent.drift_from_advantage("grpo", 0.5, 1.0, G=8.5, exact=True), "G must be an integer >= 1"),
         (lambda: ent.drift_from_advantage("grpo", 1.5, 1.0), "p must"),
         (lambda: ent.one_step_table(np.zeros((2, 3)), np.zeros(3), [0.1]), "z must"),
         (lambda: ent.one_step_table(z, np.ones(4), [0.0]), "etas must"),

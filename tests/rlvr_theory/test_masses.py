@@ -191,15 +191,22 @@ def test_logmeanexp_direct_definition():
 def test_exact_matches_brute_force_enumeration(name):
     """Σ over all 2^G reward vectors of p^X q^(G−X)·masses, without the permutation shortcut."""
     adv = advantages.get(name)
-    if adv.batch_level:
+    if adv.batch_level and "omega" in adv.params:
         adv = adv.with_params(omega=0.35)
     G = 6 if fits(adv, 6) else 8
     vecs = np.array(list(itertools.product([0.0, 1.0], repeat=G)))
-    m = masses.of_group(adv, vecs, lengths=lengths_for(adv, vecs))
     X = vecs.sum(1)
     p = np.array([0.0, 0.13, 0.5, 0.77, 1.0])
     w = p[:, None] ** X * (1 - p[:, None]) ** (G - X)
     e = masses.exact(adv, p, G)
+    if adv.batch_level:  # reinforce_pp: each vector inside the homogeneous batch at its p
+        A = adv.population_advantages(vecs, p)  # [P, 2^G, G]
+        m_s = np.where(vecs == 1, A, 0.0).sum(-1) / G
+        m_f = -np.where(vecs == 1, 0.0, A).sum(-1) / G
+        np.testing.assert_allclose(e.m_S, (w * m_s).sum(1), atol=1e-13)
+        np.testing.assert_allclose(e.m_F, (w * m_f).sum(1), atol=1e-13)
+        return
+    m = masses.of_group(adv, vecs, lengths=lengths_for(adv, vecs))
     np.testing.assert_allclose(e.m_S, w @ m.m_S, atol=1e-13)
     np.testing.assert_allclose(e.m_F, w @ m.m_F, atol=1e-13)
 
@@ -221,7 +228,8 @@ def test_agrae_omega_from_batch():
 
 
 # ------------------------------------------------------------- Monte Carlo
-MC_ADVS = [advantages.get(n) if not advantages.get(n).batch_level else advantages.get(n, omega=0.3) for n in ALL]
+MC_ADVS = [advantages.get(n, omega=0.3) if "omega" in advantages.registry()[n].defaults else advantages.get(n)
+           for n in ALL]  # reinforce_pp: the 20,000 groups are one large batch
 
 
 @pytest.mark.parametrize("adv", MC_ADVS, ids=lambda a: a.name)
@@ -240,7 +248,8 @@ def test_monte_carlo_agrees_with_exact(adv):
 
 # -------------------------------------------------------------- sign balance
 BALANCED = ["grpo", "dr_grpo", "rloo", "skew_r", "power_alpha", "power_alpha_easy", "maxrl", "passk_chen",
-            "passk_mix", "binary_contrastive", "power_norm", "softmax", "t2t", "fgrpo", "agrae_hard", "agrae_easy"]
+            "passk_mix", "binary_contrastive", "power_norm", "softmax", "t2t", "fgrpo", "agrae_hard", "agrae_easy",
+            "reinforce_pp"]
 BIASED = ["reinforce", "asym_power_alpha", "passk_tang", "asymrl", "quantile", "mc_grpo", "logmeanexp", "relu",
           "w_reinforce", "positive_dominant", "negative_dominant", "iac", "grpo_n"]
 
@@ -379,3 +388,24 @@ def test_bad_inputs_name_the_argument():
         masses.peak("grpo", which="m_X")
     with pytest.raises(ValueError, match="^adv"):
         masses.of_group(3, [[1, 0]])
+
+
+def test_p_and_G_follow_the_checks_policy():
+    """G: ints, numpy ints and integral floats accepted; bool, 8.5 and NaN refused (one policy)."""
+    ref = masses.exact("grpo", 0.3, 8)
+    for G in (8, np.int64(8), 8.0, np.float64(8.0)):
+        assert masses.exact("grpo", 0.3, G) == ref
+        assert masses.check_group_size(G) == 8 and type(masses.check_group_size(G)) is int
+    for bad in (True, 8.5, float("nan"), "8", 0, -1):
+        with pytest.raises(ValueError, match="^G must be an integer >= 1, got "):
+            masses.exact("grpo", 0.3, bad)
+    assert masses.check_group_size(None, required=False) is None
+    with pytest.raises(ValueError, match=r"^G must be >= 2 for advantages.get\('rloo'\), got 1$"):
+        masses.check_group_size(1, advantages.get("rloo"))
+    np.testing.assert_array_equal(masses.check_p([0, 0.5, np.float32(1)]), [0.0, 0.5, 1.0])
+    assert masses.check_p(np.int64(1)).dtype == np.float64
+    for bad in (1.5, -0.1, float("nan"), float("inf"), True, np.array([True]), "x", [0.2, 2]):
+        with pytest.raises(ValueError, match=r"^p must lie in \[0, 1\], got "):
+            masses.closed_form("grpo", bad)
+    with pytest.raises(ValueError, match="^advantage: unknown advantage 'nope'"):
+        masses.as_advantage("nope")

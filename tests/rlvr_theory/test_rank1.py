@@ -1,4 +1,4 @@
-"""rlvr_theory.rank1 against simulation (FADE (000) App. 15.1-15.2).
+"""rlvr_theory.rank1 against simulation (FADE App. 15.1-15.2).
 
 Token gradients ``A v ⊗ h`` are drawn from concrete models whose population quantities
 are known in closed form; ``r1`` of the summed update is measured with numpy.linalg.svd
@@ -172,16 +172,27 @@ def test_clt_ratio_against_simulated_group_residuals():
     assert ratio.max() < 0.5
 
 
+def test_mode_count_follows_the_integer_policy():
+    """K: ints, numpy integers and integral floats are the same count."""
+    ref = rank1.mode_residual_norm_sq(2.0, 3.0, 4)
+    for K in (4.0, np.int64(4), np.float64(4)):
+        assert rank1.mode_residual_norm_sq(2.0, 3.0, K) == ref
+
+
 # -------------------------------------------------------------- bad input
 @pytest.mark.parametrize("call, match", [
     (lambda: rank1.rank1_limit([0.0, 0.0], np.ones((2, 3))), "^signal must be non-zero"),
     (lambda: rank1.rank1_limit([1.0, 0.0], np.ones((3, 3))), "^residual must have shape"),
-    (lambda: rank1.rank1_limit([1.0, np.inf], np.ones((2, 3))), "^signal must be finite"),
+    (lambda: rank1.rank1_limit([1.0, np.inf], np.ones((2, 3))), "^signal must contain only finite numbers"),
     (lambda: rank1.rank1_limit([1.0, 0.0], np.ones(2)), "^residual must have at least 2"),
     (lambda: rank1.mode_residual(np.ones((3, 4)), np.ones((2, 5))), "^mode_signals and mode_means"),
-    (lambda: rank1.mode_residual_norm_sq(1.0, 1.0, 0), "^K must be an integer >= 1"),
-    (lambda: rank1.mode_residual_norm_sq(-1.0, 1.0, 2), "^c and mu must be >= 0"),
-    (lambda: rank1.clt_residual_ratio(0, 10), "^n_success and n_failure must be > 0"),
+    (lambda: rank1.mode_residual_norm_sq(1.0, 1.0, 0), "^K must contain only integers >= 1"),
+    (lambda: rank1.mode_residual_norm_sq(1.0, 1.0, 2.5), "^K must contain only integers >= 1"),
+    (lambda: rank1.mode_residual_norm_sq(1.0, 1.0, True), "^K must be a numeric array, got booleans"),
+    (lambda: rank1.mode_residual_norm_sq(1.0, -1.0, 2), "^mu must contain only finite numbers >= 0"),
+    (lambda: rank1.mode_residual_norm_sq(-1.0, 1.0, 2), "^c must contain only finite numbers >= 0"),
+    (lambda: rank1.clt_residual_ratio(0, 10), "^n_success must contain only finite numbers > 0"),
+    (lambda: rank1.clt_residual_ratio(10, -1), "^n_failure must contain only finite numbers > 0"),
     (lambda: rank1.clt_residual_ratio("a", 10), "^n_success must be a numeric"),
 ])
 def test_bad_inputs_name_the_argument(call, match):

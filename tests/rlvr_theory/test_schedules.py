@@ -1,4 +1,4 @@
-"""FADE and A-GRAE schedules (000 Eq. 11, Alg. 2, Eq. 17-18; 003 Eq. 11-13)."""
+"""FADE and A-GRAE schedules (FADE Eq. 11, Alg. 2, Eq. 17-18; A-GRAE Eq. 11-13), and the schedule registry."""
 
 from __future__ import annotations
 
@@ -81,4 +81,63 @@ def test_schedule_inputs_are_checked():
     with pytest.raises(ValueError, match="entropy must be a finite number >= 0"):
         s.update(reward_mean=0.5, entropy=-1.0)
     with pytest.raises(ValueError, match="ema must be"):
+        schedules.FADESchedule(H0=1.0, ema="other")
+
+
+# --------------------------------------------------------------- registry
+def test_schedule_names_and_get():
+    assert schedules.names() == ["fade", "fade-log", "agrae"]
+    s = schedules.get("fade", H0=2.0, beta=0.1)
+    assert isinstance(s, schedules.FADESchedule) and (s.H0, s.H_target, s.beta) == (2.0, 1.0, 0.1)
+    assert schedules.get("fade").H0 == 1.0                      # no H0 at all: 1.0
+    assert schedules.get("fade", H0=None, H_target=0.2).H0 == 1.0
+    log = schedules.get("fade-log", steps=50, alpha_min=1.5)
+    assert isinstance(log, schedules.FADELogSchedule) and log.T == 50 and log.alpha_min == 1.5
+    agrae = schedules.get("agrae", steps=10, H0=3.0, alpha=0.5, reward_values=(-1.0, 1.0))
+    assert isinstance(agrae, schedules.AGRAESchedule) and agrae.alpha == 0.5
+    assert agrae.update(reward_mean=0.0) == advantages.get("agrae", omega=0.5, alpha=0.5, reward_values=(-1, 1))
+
+
+def test_schedule_get_H0_is_the_fade_parameter():
+    """H0 typed as a parameter and H0 measured by a trainer are the same argument."""
+    assert schedules.get("fade", H0=2.0).H0 == 2.0
+    assert schedules.get("fade", **{"H0": 3.0, "H_target": 0.5}).H_target == 0.5
+    assert schedules.get("fade-log", steps=5, H0=2.0).T == 5  # ignored by the others
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: schedules.get("cosine"), r"^schedule: unknown schedule 'cosine'; allowed: agrae, fade, fade-log$"),
+    (lambda: schedules.get("fade", gamma=1.0),
+     r"^param: unknown parameter\(s\) gamma for schedule 'fade'; allowed: H0, H_target, alpha_max, beta, "
+     r"delta_min, p0, ema$"),
+    (lambda: schedules.get("fade-log", steps=10, T=5), r"^param: unknown parameter\(s\) T for schedule 'fade-log'"),
+    (lambda: schedules.get("fade-log"), r"^steps is required for schedule 'fade-log'"),
+    (lambda: schedules.get("fade-log", steps=0), r"^T must be an integer >= 1, got 0$"),
+    (lambda: schedules.get("fade", beta=1.5), r"^beta must be a finite number >= 0 and <= 1, got 1.5$"),
+    (lambda: schedules.get("fade", H0=-1.0), r"^H0 must be a finite number >= 0, got -1.0$"),
+    (lambda: schedules.get("agrae", alpha=0), r"^alpha must be a finite number > 0, got 0$"),
+    (lambda: schedules.get("agrae", reward_values=(1, 0)), r"^reward_values must be a pair"),
+])
+def test_schedule_get_refuses_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_schedule_checks_follow_the_policy():
+    assert schedules.FADELogSchedule(T=np.int64(10)).T == 10
+    assert schedules.FADELogSchedule(T=10.0).T == 10
+    with pytest.raises(ValueError, match="^T must be an integer >= 1, got True"):
+        schedules.FADELogSchedule(T=True)
+    s = schedules.FADELogSchedule(T=10)
+    s.update(step=np.int64(3))
+    assert s.step == 3 and isinstance(s.step, int)
+    with pytest.raises(ValueError, match="^step must be an integer >= 0, got 2.5"):
+        s.update(step=2.5)
+    f = schedules.FADESchedule(H0=1.0)
+    with pytest.raises(ValueError, match="^step must be an integer >= 0"):
+        f.update(reward_mean=0.5, entropy=1.0, step=-1)
+    assert f.step == 0 and f.p_hat == 0.5  # refused before any state changed
+    with pytest.raises(ValueError, match=r"^reward_mean must be a finite number >= -1 and <= 1, got 2.0"):
+        schedules.AGRAESchedule(reward_values=(-1, 1)).update(reward_mean=2.0)
+    with pytest.raises(ValueError, match="^ema must be one of 'as_written', 'conventional'; got 'other'"):
         schedules.FADESchedule(H0=1.0, ema="other")

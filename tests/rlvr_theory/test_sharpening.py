@@ -1,4 +1,4 @@
-"""rlvr_theory.sharpening against independent references (004 Sec. 2, App. A-G).
+"""rlvr_theory.sharpening against independent references (Over-Sharpening Sec. 2, App. A-G).
 
 References: scipy.optimize maximisation of the objectives written out here, the
 functional update of App. B iterated to its fixed point, the GRPO advantages of
@@ -90,7 +90,7 @@ def test_corollary_2_1_infinite_sample_optimum_is_moderate(seed, K, a_plus, a_mi
 def test_batch_optimal_policy_maximises_the_linear_batch_objective():
     """π̂ = argmax Σ_i π_i·N_i A_i/G − β KL(π‖π_ref); the maximum is β·log Z'."""
     rng = np.random.default_rng(3)
-    for trial in range(12):
+    for _trial in range(12):
         K = int(rng.integers(2, 7))
         pi_ref, counts, correct = random_batches(rng, 1, K, int(rng.integers(1, 9)))
         pi_ref, counts, correct = pi_ref[0], counts[0], correct[0]
@@ -344,22 +344,26 @@ def test_logit_gradient_gram_matches_torch_autograd():
 # -------------------------------------------------------------- bad input
 @pytest.mark.parametrize("call, match", [
     (lambda: sh.kl_optimal_policy([0.5, 0.6], [1, 2], 1.0), "^pi_ref must hold probability"),
-    (lambda: sh.kl_optimal_policy([0.5, 0.5], [1, np.nan], 1.0), "^advantages must be finite"),
-    (lambda: sh.kl_optimal_policy([0.5, 0.5], [1, 2], 0.0), "^beta must be > 0"),
-    (lambda: sh.batch_optimal_policy([0.5, 0.5], [1.5, 0], [1, 2], 1.0), "^counts must be integers"),
+    (lambda: sh.kl_optimal_policy([0.5, 0.5], [1, np.nan], 1.0), "^advantages must contain only finite numbers"),
+    (lambda: sh.kl_optimal_policy([0.5, 0.5], [1, 2], 0.0), "^beta must contain only finite numbers > 0"),
+    (lambda: sh.batch_optimal_policy([0.5, 0.5], [1.5, 0], [1, 2], 1.0), "^counts must contain only integers >= 0"),
     (lambda: sh.batch_optimal_policy([0.5, 0.5], [0, 0], [1, 2], 1.0), "^counts must sum to G >= 1"),
     (lambda: sh.batch_partition([0.5, 0.5], [1, 1, 1], [1, 2, 3], 1.0), "^arguments must broadcast"),
-    (lambda: sh.normalized_binary_advantages([1, 1], [True, False], ddof=2), "^ddof must be 0 or 1"),
+    (lambda: sh.normalized_binary_advantages([1, 1], [True, False], ddof=2), "^ddof must be one of 0, 1"),
     (lambda: sh.normalized_binary_advantages([1, 0], [True, False], ddof=1), "^counts must sum to G >= 2"),
-    (lambda: sh.normalized_binary_advantages([1, 1], [0.5, 1]), "^correct must be a boolean mask"),
-    (lambda: sh.partition_lower_bound_binary(1.2, 0.5, 0.1, 1.0), "^p_plus must lie in"),
+    (lambda: sh.normalized_binary_advantages([1, 1], [0.5, 1]), "^correct must contain only integers >= 0 and <= 1"),
+    (lambda: sh.partition_lower_bound_binary(1.2, 0.5, 0.1, 1.0), "^p_plus must contain only finite numbers >= 0 and <= 1"),
     (lambda: sh.partition_lower_bound_binary(0.5, 0.0, 0.1, 1.0), "^sigma must be"),
-    (lambda: sh.partition_lower_bound_binary(0.5, 0.5, 2.0, 1.0), "^delta_pi must lie"),
-    (lambda: sh.coupling_ratio_simplified(0, 0.1, 1.0, 8, 1.4), "^n_seen must be an integer in"),
+    (lambda: sh.partition_lower_bound_binary(0.5, 0.5, 2.0, 1.0), "^delta_pi must contain only finite numbers >= -1 and <= 1"),
+    (lambda: sh.coupling_ratio_simplified(0, 0.1, 1.0, 8, 1.4), "^n_seen must contain only integers >= 1"),
     (lambda: sh.coupling_ratio_simplified(9, 0.1, 1.0, 8, 1.4), "^n_seen must be an integer in"),
     (lambda: sh.coupling_ratio_simplified(2, 0.9, 1.0, 8, 1.4), "^a_sum must be >= n_seen"),
-    (lambda: sh.coupling_ratio_simplified(2, 0.1, 1.0, 8, 0.9), "^lam_over_rho must be >= 1"),
-    (lambda: sh.coupling_ratio_simplified(2, 0.1, 1.0, 2.5, 1.4), "^G must be an integer"),
+    (lambda: sh.coupling_ratio_simplified(2, 0.1, 1.0, 8, 0.9), "^lam_over_rho must contain only finite numbers >= 1"),
+    (lambda: sh.coupling_ratio_simplified(2, 0.1, 1.0, 2.5, 1.4), "^G must contain only integers >= 1"),
+    (lambda: sh.coupling_ratio_simplified(2, 0.1, 1.0, True, 1.4), "^G must be a numeric array, got booleans"),
+    (lambda: sh.coupling_ratio_simplified(2, -0.1, 1.0, 8, 1.4), "^y_seen must contain only finite numbers >= 0"),
+    (lambda: sh.normalized_binary_advantages([1, 1], [True, False], ddof=True), "^ddof must be one of 0, 1"),
+    (lambda: sh.batch_optimal_policy([0.5, 0.5], [1, 1], [1, 2], [1.0, -1.0]), "^beta must contain only"),
     (lambda: sh.coupling_ratio(2, 0.1, 1.0, 8, 1.0, 1.2, 0.5, 1.1), "^lam_min, lam_max"),
     (lambda: sh.kernel_stats(np.ones((2, 3))), "^gram must be square"),
     (lambda: sh.logit_gradient_gram(np.ones((3, 2)), [0.5, 1, 2]), "^labels must be an integer"),
@@ -368,6 +372,23 @@ def test_logit_gradient_gram_matches_torch_autograd():
 def test_bad_inputs_name_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_counts_follow_the_integer_policy():
+    """G, n_seen, counts and ddof: ints, numpy integers and integral floats are the same count."""
+    ref = sh.coupling_ratio_simplified(2, 0.1, 1.0, 8, 1.4)
+    for G in (8.0, np.int64(8), np.float64(8)):
+        assert sh.coupling_ratio_simplified(2.0, 0.1, 1.0, G, 1.4) == ref
+        assert sh.coupling_ratio_simplified(np.int64(2), 0.1, 1.0, G, 1.4) == ref
+    pi_ref, adv = [0.2, 0.3, 0.5], [1.0, -1.0, 0.5]
+    ref = sh.batch_optimal_policy(pi_ref, [2, 1, 0], adv, 0.5)
+    np.testing.assert_array_equal(sh.batch_optimal_policy(pi_ref, [2.0, 1.0, 0.0], adv, 0.5), ref)
+    np.testing.assert_array_equal(sh.batch_optimal_policy(pi_ref, np.array([2, 1, 0], np.int64), adv, 0.5), ref)
+    np.testing.assert_array_equal(sh.normalized_binary_advantages([2, 1], [True, False], ddof=1.0),
+                                  sh.normalized_binary_advantages([2, 1], [True, False], ddof=np.int64(1)))
+    for G in (np.bool_(True), 8.5):
+        with pytest.raises(ValueError, match="^G must"):
+            sh.coupling_ratio_simplified(2, 0.1, 1.0, G, 1.4)
 
 
 # ------------------------------------------------------------------ figure

@@ -1,4 +1,4 @@
-"""Tail-miss probability (F-GRPO (002) Eq. 9, Lemma 3.1): against mpmath at 50 significant
+"""Tail-miss probability (F-GRPO Eq. 9, Lemma 3.1): against mpmath at 50 significant
 digits, brute-force enumeration of all outcome sequences, Monte Carlo (4 standard errors),
 the paper's anchors (App. J / Fig. 5, Fig. 2) and hypothesis properties."""
 
@@ -199,7 +199,7 @@ def test_streak_and_waiting_time_limits():
 
 # ------------------------------------------------------------- paper anchors
 def test_app_j_fig5_anchors():
-    """002 App. J: mu = 0.64, tau = 6.3e-5: plateau near 1, decline for N >~ 2^15, < 1e-3 at 2^17."""
+    """F-GRPO App. J: mu = 0.64, tau = 6.3e-5: plateau near 1, decline for N >~ 2^15, < 1e-3 at 2^17."""
     N = 2 ** np.arange(1, 18)
     p = pd.Series(tm.probability(0.64, 6.3e-5, N), index=N)
     assert p.loc[2**3:2**10].min() > 0.9  # near 1 for intermediate N
@@ -324,11 +324,27 @@ def test_broadcasting_and_scalars():
     assert tm.probability(0.5, 0.1, 8.0) == tm.probability(0.5, 0.1, np.int64(8))  # integral floats accepted
 
 
+def test_group_sizes_follow_the_integer_policy():
+    """N (and T, trials): ints, numpy integers and integral floats are the same count; bool and
+    fractions are refused."""
+    ref = tm.probability(0.5, 0.1, 8)
+    for N in (8.0, np.int64(8), np.float64(8), np.array(8), [8.0]):
+        assert np.all(tm.probability(0.5, 0.1, N) == ref)
+    assert tm.miss_streak(0.5, 0.1, 8, 3.0) == tm.miss_streak(0.5, 0.1, 8, np.int64(3))
+    assert tm.monte_carlo(0.5, 0.1, 8, trials=100.0) == tm.monte_carlo(0.5, 0.1, 8, trials=np.int64(100))
+    for N in (True, 8.5, np.bool_(True)):
+        with pytest.raises(ValueError, match="^N must be an integer >= 1"):
+            tm.probability(0.5, 0.1, N)
+    with pytest.raises(ValueError, match="^N must be a numeric array, got booleans"):
+        tm.probability(0.5, 0.1, np.array([True, False]))
+
+
 # --------------------------------------------------------------- validation
 @pytest.mark.parametrize("call, match", [
-    (lambda: tm.probability(-0.1, 0.0, 4), "mu must lie in [0, 1]"),
-    (lambda: tm.probability(1.5, 0.0, 4), "mu must lie in [0, 1]"),
-    (lambda: tm.active(float("nan"), 4), "mu must lie in [0, 1]"),
+    (lambda: tm.probability(-0.1, 0.0, 4), "mu must be a finite number >= 0 and <= 1"),
+    (lambda: tm.probability(1.5, 0.0, 4), "mu must be a finite number >= 0 and <= 1"),
+    (lambda: tm.active(float("nan"), 4), "mu must be a finite number >= 0 and <= 1"),
+    (lambda: tm.active([0.5, 1.5], 4), "mu must contain only finite numbers >= 0 and <= 1"),
     (lambda: tm.probability("x", 0.0, 4), "mu must be"),
     (lambda: tm.probability(0.5, 0.6, 4), "tau must lie in [0, mu]"),
     (lambda: tm.probability(0.5, -1e-9, 4), "tau must lie in [0, mu]"),
@@ -337,11 +353,15 @@ def test_broadcasting_and_scalars():
     (lambda: tm.probability(0.5, 0.1, 2.5), "N must be an integer >= 1"),
     (lambda: tm.probability(0.5, 0.1, True), "N must be an integer >= 1"),
     (lambda: tm.probability(0.5, 0.1, "8"), "N must be an integer >= 1"),
-    (lambda: tm.active(0.5, [4, np.inf]), "N must be an integer >= 1"),
+    (lambda: tm.active(0.5, [4, np.inf]), "N must contain only integers >= 1"),
+    (lambda: tm.active(0.5, [4, 2.5]), "N must contain only integers >= 1"),
     (lambda: tm.probability([0.5, 0.2], 0.1, [1, 2, 3]), "N must broadcast"),
-    (lambda: tm.coverage_factor(1.2, 4), "tau must lie in [0, 1]"),
+    (lambda: tm.coverage_factor(1.2, 4), "tau must be a finite number >= 0 and <= 1"),
     (lambda: tm.monte_carlo(0.5, 0.1, 4, trials=0), "trials must be an integer >= 1"),
     (lambda: tm.monte_carlo(0.5, 0.1, 4, trials=2.5), "trials must be an integer >= 1"),
+    (lambda: tm.monte_carlo(0.5, 0.1, 4, trials=[10, 20]), "trials must be an integer >= 1"),
+    (lambda: tm.monte_carlo(0.5, 0.1, 4, chunk=0), "chunk must be an integer >= 1"),
+    (lambda: tm.monte_carlo(0.5, 0.1, 4, seed=-1), "seed must be an integer >= 0"),
     (lambda: tm.miss_streak(0.5, 0.1, 4, -1), "T must be an integer >= 0"),
     (lambda: tm.miss_streak(0.5, 0.1, 4, 1.5), "T must be an integer >= 0"),
     (lambda: tm.miss_streak(0.5, 0.1, 4, 3, count="rollouts"), "count must be one of"),

@@ -1,5 +1,5 @@
 """Weight-estimation variance, gradient noise, update quality, Table 8 and the App. 14.1 sweet
-spot (FADE (000) Sec. 4.3, App. 14): closed forms against the paper's printed formulas,
+spot (FADE Sec. 4.3, App. 14): closed forms against the paper's printed formulas,
 finite differences, binomial enumeration over real reward groups and Monte Carlo; the
 paper's numbers; property tests; bad input."""
 
@@ -444,28 +444,47 @@ def test_noise_and_quality_have_no_nan_in_the_open_interval(a, G, p, s, corr):
     (lambda: variance.weight_variance(power(2), 0.5, 8, method="mc"), "method must be"),
     (lambda: variance.weight(power(2), 0.5, which="m_X"), "which must be"),
     (lambda: variance.relative_weight_variance("grpo_n", 0.5, 8), "adv: the weight m_S"),
-    (lambda: variance.weight("nope", 0.5), "name: unknown advantage"),
+    (lambda: variance.weight("nope", 0.5), "unknown advantage 'nope'; allowed: "),
     (lambda: advantages.get("power_alpha", alpha=-1), "alpha must be"),
     (lambda: variance.raw_noise(0.5, 8, sigma2=0), "sigma2 must be"),
-    (lambda: variance.update_noise(power(2), 0.0, 8, 1.0), "open interval"),
+    (lambda: variance.update_noise(power(2), 0.0, 8, 1.0), "^p must contain only finite numbers > 0 and < 1"),
     (lambda: variance.update_noise(power(2), 0.5, 8, 1.0, correction="full"), "correction must be"),
     (lambda: variance.update_noise(power(2), [0.3, 0.5], 8, [1.0, 2.0, 3.0]), "signal must be"),
-    (lambda: variance.update_noise(power(2), 0.5, 8, np.nan), "signal must be finite"),
+    (lambda: variance.update_noise(power(2), 0.5, 8, np.nan), "^signal must contain only finite numbers"),
     (lambda: variance.update_quality(power(2), [0.3], 8, 1.0, form="sum"), "form must be"),
-    (lambda: variance.update_quality(power(2), [0.3, 0.5], 8, 1.0, density=[1, -1], M=2), "density must be"),
+    (lambda: variance.update_quality(power(2), [0.3, 0.5], 8, 1.0, density=[1, -1], M=2), "^density must contain only finite numbers >= 0"),
     (lambda: variance.update_quality(power(2), [0.3, 0.5], 8, 1.0, density=[1, 1]), "M is required"),
     (lambda: variance.kish_neff(power(2), [0.3], M=0), "M must be"),
-    (lambda: variance.kish_neff(power(2), []), "p must hold"),
-    (lambda: variance.enrichment_threshold(power(2), 0.3, p_bar=1.0), "p_bar must lie"),
+    (lambda: variance.kish_neff(power(2), []), "^p must not be empty"),
+    (lambda: variance.enrichment_threshold(power(2), 0.3, p_bar=1.0), "^p_bar must be a finite number > 0 and < 1"),
     (lambda: variance.enrichment_threshold("mc_grpo", 0.3, p_bar=0.7), "p_bar: the weight"),
-    (lambda: variance.sweet_spot(np.inf), "c must be finite"),
-    (lambda: variance.alpha_for_mode(0.0), "p must lie in"),
-    (lambda: variance.optimal_alpha(1.0, 8, bounds=(2.0, 1.0)), "bounds must be"),
+    (lambda: variance.sweet_spot(np.inf), "^c must contain only finite numbers"),
+    (lambda: variance.alpha_for_mode(0.0), "^p must contain only finite numbers > 0 and <= 1"),
+    (lambda: variance.optimal_alpha(1.0, 8, bounds=(2.0, 1.0)), r"^bounds\[1\] must be a finite number > 2"),
     (lambda: variance.optimal_alpha(1.0, 8, density=[1.0]), "density needs"),
+    (lambda: variance.optimal_alpha(1.0, 8, bounds=(-1.0, 2.0)), r"^bounds\[0\] must be a finite number >= 0"),
+    (lambda: variance.optimal_alpha(1.0, 8, bounds=3.0), "^bounds must be a pair"),
+    (lambda: variance.optimal_alpha(1.0, 8, xatol=0), "^xatol must be a finite number > 0"),
+    (lambda: variance.kish_neff(power(2), [0.3, 0.5], density=[0, 0], M=2), "^density must not be all zero"),
+    (lambda: variance.weight_variance(power(2), 0.5, True), "^G must be an integer >= 1"),
+    (lambda: variance.raw_noise(0.5, 8.5), "^G must be an integer >= 1"),
+    (lambda: variance.update_quality(power(2), [0.3], 8, 1.0, M=True), "^M must be a finite number > 0"),
 ])
 def test_bad_input_is_refused(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_group_sizes_follow_the_integer_policy():
+    """G: Python ints, numpy integers and integral floats are the same group size."""
+    adv = power(2)
+    ref = variance.weight_variance(adv, 0.3, 8, method="exact")
+    for G in (8.0, np.int64(8), np.float64(8)):
+        assert variance.weight_variance(adv, 0.3, G, method="exact") == ref
+        assert variance.raw_noise(0.3, G) == variance.raw_noise(0.3, 8)
+    for G in (True, 8.5, "8"):
+        with pytest.raises(ValueError, match="^G must be an integer >= 1"):
+            variance.weight_variance(adv, 0.3, G)
 
 
 # ----------------------------------------------------------------- figures

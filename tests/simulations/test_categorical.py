@@ -1,9 +1,10 @@
-"""Tests of simulations.categorical (issue 4, section 1).
+"""Tests of simulations.categorical: exact group sampling, the registry's advantages, one-step
+identities, batching, bad input and the ``rlvr-sim categorical`` command line.
 
 References: scipy.stats chi-square against the multinomial law; the registry
 (rlvr_theory.advantages) on full reward vectors; the one-step updates and exact mass/entropy
 changes of rlvr_theory.categorical / rlvr_theory.entropy (float64 numpy, independent of the
-torch engine); the regimes of F-GRPO (002) Fig. 4.
+torch engine); the regimes of F-GRPO Fig. 4.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import pytest
 import torch
 from scipy import stats
 
-from rlvr_theory import advantages, categorical as cat, entropy as ent
+from rlvr_theory import advantages
+from rlvr_theory import categorical as cat
+from rlvr_theory import entropy as ent
 from simulations import categorical as sc
 
 
@@ -124,7 +127,7 @@ def test_one_step_matches_rlvr_theory_update(surrogate, adv, T):
             dz = cat.logit_update(z0, actions, focal * reg(r), row.lr / T**2)
         elif surrogate == "trpo":
             dz = cat.surrogate_logit_update(z0, correct, counts, row.lr * focal, cfg.reward_values)
-        else:  # prob (002 App. J): gradient of (1/N) sum_j A_j p(a_j) in the logits
+        else:  # prob (F-GRPO App. J): gradient of (1/N) sum_j A_j p(a_j) in the logits
             pz = cat.softmax(z0)
             S = cat.advantage_per_action(actions, focal * reg(r), cfg.K) / row.N
             dz = row.lr * pz * (S - np.sum(pz * S))
@@ -136,7 +139,7 @@ def test_one_step_matches_rlvr_theory_update(surrogate, adv, T):
 
 
 def test_small_lr_first_order_predictions():
-    """With a small step the recorded first-order predictions (002 Eq. 8 for the TRPO surrogate
+    """With a small step the recorded first-order predictions (F-GRPO Eq. 8 for the TRPO surrogate
     under SGD; Eq. 21 and -Cov(log pi, dz) for the actual step) match the measured change."""
     cfg = _small_cfg(surrogate="trpo", lr=(1e-4,), predict=True)
     traj, _ = sc.simulate(cfg, device="cpu", dtype=torch.float64)
@@ -155,7 +158,7 @@ def test_small_lr_first_order_predictions():
 
 def test_expected_logit_update_over_seeds():
     """Mean of the engine's one-step ΔQ_pos over many seeds ≈ the first-order change of
-    rlvr_theory's exact expected update (001 Theorem 1 with the registry's effective advantage)."""
+    rlvr_theory's exact expected update (Two-Stage Theorem 1 with the registry's effective advantage)."""
     S = 400
     cfg = _small_cfg(surrogate="logprob", N=(8,), gamma=(0.0,), seeds=tuple(range(S)), lr=(1e-3,))
     traj, _ = sc.simulate(cfg, device="cpu", dtype=torch.float64)
@@ -185,7 +188,7 @@ def test_app_j_initial_state():
     cfg = sc.Config()
     z, correct = sc.initial_logits(cfg)
     p = cat.softmax(z)
-    assert p[correct].sum() == pytest.approx(0.63, abs=0.005)  # 002 App. J: Q_pos ≈ 0.63
+    assert p[correct].sum() == pytest.approx(0.63, abs=0.005)  # F-GRPO App. J: Q_pos ≈ 0.63
     assert p[0] == pytest.approx(4.7e-4, abs=5e-6)  # p_anchor ≈ 4.7e-4 (2 digits)
     assert p[1] == pytest.approx(6.3e-5, abs=5e-7)  # τ_leaf ≈ 6.3e-5
 
@@ -219,7 +222,53 @@ def test_cli_writes_outputs(tmp_path):
     assert bad.returncode == 2 and "preset must be one of" in bad.stderr
 
 
-# ------------------------------------------------------------------ regimes (002 Fig. 4)
+def test_integer_fields_accept_integral_floats_and_numpy_ints_but_not_bool():
+    cfg = _small_cfg(K=np.int64(400), n_correct=40.0, N=[8.0, np.int64(64)], seeds=(np.int64(0), 1), steps=1.0)
+    assert (cfg.K, cfg.n_correct, cfg.N, cfg.seeds, cfg.steps) == (400, 40, (8, 64), (0, 1), 1)
+    assert all(type(v) is int for v in (cfg.K, cfg.n_correct, cfg.steps, *cfg.N, *cfg.seeds))
+    for kw, word in (({"steps": True}, "steps"), ({"N": (8, True)}, r"N\[1\]"), ({"K": 400.5}, "K"),
+                     ({"gamma": (False,)}, "gamma"), ({"N": 8}, "N")):
+        with pytest.raises(ValueError, match=f"^{word}"):
+            _small_cfg(**kw)
+
+
+def _cli_run(tmp_path, name, *extra):
+    from simulations import cli
+
+    out = tmp_path / name
+    argv = ["categorical", "--preset", "fgrpo-fig4-small", "--steps", "2", "--N", "16", "--gamma", "0", "--seeds",
+            "1", "--device", "cpu", "--quiet", "--out", str(out), *extra]
+    return cli.main(argv), out
+
+
+def test_cli_param_sets_the_advantage_parameters(tmp_path, capsys):
+    """``--param NAME=VALUE`` reaches the registry advantage and is recorded in config.json."""
+    rc, half = _cli_run(tmp_path, "half", "--advantage", "asym_grpo", "--param", "delta=0.5", "--threads", "1")
+    assert rc == 0, capsys.readouterr().err
+    rc, one = _cli_run(tmp_path, "one", "--advantage", "asym_grpo", "--param", "delta=1.0")
+    assert rc == 0, capsys.readouterr().err
+    meta = json.loads((half / "config.json").read_text())
+    assert meta["config"]["advantage_params"] == {"delta": 0.5} and meta["config"]["advantage"] == "asym_grpo"
+    assert meta["settings"]["param"] == {"delta": 0.5} and meta["threads"] == 1 and meta["seed"] == [0]
+    assert {"package_version", "settings", "seed", "device", "threads"} <= set(meta) and "version" not in meta
+    q_half = pd.read_csv(half / "final.csv").Q_pos.to_numpy()
+    q_one = pd.read_csv(one / "final.csv").Q_pos.to_numpy()
+    assert not np.array_equal(q_half, q_one)  # delta changes the run
+
+
+@pytest.mark.parametrize("extra,word", [(["--advantage", "asym_grpo", "--param", "bogus=1"], "bogus"),
+                                        (["--advantage", "asym_grpo", "--param", "delta=-1"], "delta"),
+                                        (["--param", "delta"], "--param must look like NAME=VALUE"),
+                                        (["--seeds", "0"], "--seeds must be an integer >= 1"),
+                                        (["--threads", "0"], "--threads must be an integer >= 1")])
+def test_cli_bad_param_is_refused_naming_it(tmp_path, capsys, extra, word):
+    rc, out = _cli_run(tmp_path, "bad", *extra)
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("rlvr-sim: error: ") and word in err
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ regimes (F-GRPO Fig. 4)
 def test_three_regimes_small_preset():  # ~8 s
     _three_regimes()
 

@@ -1,4 +1,4 @@
-"""simulations.linear_head: exact gradients, reproducibility, the 004 toy claims, the FADE
+"""simulations.linear_head: exact gradients, reproducibility, the Over-Sharpening toy claims, the FADE
 rank-1 funnel, the FADE controller wiring and the CLI."""
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def test_seeds_reproduce_and_batching_does_not_change_a_run():
     assert not np.allclose(p2.r1.dropna(), p3.r1.dropna())
 
 
-# ------------------------------------------------------------------ the 004 toy (Fig. 1-2, App. G-H)
+# ------------------------------------------------------------------ the Over-Sharpening toy (Fig. 1-2, App. G-H)
 @pytest.fixture(scope="module")
 def toy_runs():
     runs = {}
@@ -110,7 +110,7 @@ def toy_runs():
 
 
 def test_toy_collapses_onto_one_label(toy_runs):
-    """004 Sec. 2.4: 'the model eventually collapses onto a single label (either Cat or Persian)'."""
+    """Over-Sharpening Sec. 2.4: 'the model eventually collapses onto a single label (either Cat or Persian)'."""
     tr = toy_runs["reinforce"]
     fin = tr[(tr.step == 500) & (tr.similarity == "High")]
     # measured: mean share of the winning label among {Cat, Persian} 0.93 (G=4), 0.96 (G=16)
@@ -118,13 +118,13 @@ def test_toy_collapses_onto_one_label(toy_runs):
     assert (fin.p_cat + fin.p_persian).min() > 0.99        # Dog and Siamese are gone
     wins = (fin.p_cat > fin.p_persian).mean()
     assert 0 < wins < 1                                     # "which label wins is random"
-    # raw rewards collapse more aggressively than mean-shifted ones (004 Fig. 1)
+    # raw rewards collapse more aggressively than mean-shifted ones (Over-Sharpening Fig. 1)
     ms = toy_runs["dr_grpo"]
     assert fin.winner_share.mean() > ms[(ms.step == 500) & (ms.similarity == "High")].winner_share.mean()
 
 
 def test_siamese_accuracy_is_squeezed_faster_with_similarity_and_group_size(toy_runs):
-    """004 Fig. 2: held-out π(Siamese|Siamese) falls faster for High > Mid > Low and larger G."""
+    """Over-Sharpening Fig. 2: held-out π(Siamese|Siamese) falls faster for High > Mid > Low and larger G."""
     for adv, tr in toy_runs.items():
         acc = tr[tr.step == 100].groupby(["G", "similarity"]).siamese_acc.mean()
         for g in (4, 16):
@@ -134,7 +134,7 @@ def test_siamese_accuracy_is_squeezed_faster_with_similarity_and_group_size(toy_
 
 
 def test_iac_does_not_slow_collapse_in_the_single_prompt_toy(toy_runs):
-    """004 App. H Fig. 5 reports IAC delaying collapse; with the paper's rule
+    """Over-Sharpening App. H Fig. 5 reports IAC delaying collapse; with the paper's rule
     (positives × (G − |S⁺|)^α, a factor >= 1) and one training prompt it cannot redistribute
     across prompts and only enlarges positive steps: collapse is faster, not slower.
     Measured (16 seeds, SGD lr 0.1, step 500): winner share GRPO 0.84 / 0.95, IAC 0.90 / 0.93 (G = 4 / 16),
@@ -213,6 +213,34 @@ def test_reinforce_pp_normalises_by_the_batch_std():
     A, _, _ = rule(r, np.ones(1), 0)
     c = r - r.mean(-1, keepdims=True)
     np.testing.assert_allclose(A, c / c.std())
+    # per configuration: each configuration's batch has its own std (the registry family on r[c])
+    r2 = np.concatenate([r, np.array([[[1.0, 0, 0, 0], [0, 0, 0, 0]]])])
+    A2, _, _ = lh._AdvantageRule("reinforce_pp", {}, 2, np.ones(2))(r2, np.ones(2), 0)
+    for c_ in range(2):
+        np.testing.assert_array_equal(A2[c_], advantages.get("reinforce_pp")(r2[c_]))
+    with pytest.raises(ValueError, match="reinforce_pp"):  # takes no parameters
+        lh.simulate_toy(advantage="reinforce_pp", advantage_params={"delta": 0.5}, steps=1)
+
+
+def test_every_schedule_of_the_registry_runs():
+    for name in schedules.names():
+        tr, _ = lh.simulate_toy(G=4, seeds=1, steps=5, advantage=name)
+        assert np.isfinite(tr.p_cat).all()
+    with pytest.raises(ValueError, match="gamma"):  # an unknown schedule parameter, before any work
+        lh.simulate_population(steps=1, advantage="fade", advantage_params={"gamma": 1.0})
+
+
+def test_counts_accept_integral_floats_and_numpy_ints_but_not_bool():
+    a, _ = lh.simulate_toy(G=[np.int64(4), 8.0], seeds=2.0, steps=np.int64(3), log_every=1.0)
+    b, _ = lh.simulate_toy(G=[4, 8], seeds=2, steps=3, log_every=1)
+    pd.testing.assert_frame_equal(a, b)
+    for kw, word in ((dict(G=True), "G"), (dict(steps=True), "steps"), (dict(seeds=[0, True]), r"seeds\[1\]"),
+                     (dict(steps=2.5), "steps"), (dict(log_every=np.bool_(True)), "log_every"), (dict(lr=True), "lr")):
+        with pytest.raises(ValueError, match=f"^{word} must be"):
+            lh.simulate_toy(**kw)
+    with pytest.raises(ValueError, match="^K must be"):
+        lh.population_features(4, False)
+    assert lh.population_features(4.0, np.int64(2))[0].shape == lh.population_features(4, 2)[0].shape
 
 
 @pytest.mark.parametrize("kw,word", [(dict(G=0), "G"), (dict(similarity="Top"), "similarity"),
@@ -240,7 +268,11 @@ def test_cli_writes_three_files_atomically(tmp_path, capsys):
     final = pd.read_csv(out / "final.csv")
     assert len(final) == 2 * 2 * 2 and set(final.G) == {4, 8} and (final.step == 20).all()
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["advantage"] == "iac" and cfg["steps"] == 20 and cfg["lr"] == 0.1 and "version" in cfg
+    assert cfg["advantage"] == "iac" and cfg["steps"] == 20 and cfg["lr"] == 0.1 and cfg["package_version"]
+    assert {"package_version", "settings", "seed", "device", "threads"} <= set(cfg) and "version" not in cfg
+    assert cfg["advantage_params"] == {"alpha": 1.0} and cfg["settings"]["param"] == {"alpha": 1.0}
+    assert cfg["seed"] == [0, 1] and cfg["device"] == "cpu"
+    assert "--advantage-params is deprecated; use --param NAME=VALUE" in capsys.readouterr().err
     traj = pd.read_csv(out / "trajectory.csv")
     assert {"step", "G", "similarity", "seed", "p_cat", "p_persian", "siamese_acc"} <= set(traj.columns)
     out2 = tmp_path / "p"
@@ -251,10 +283,28 @@ def test_cli_writes_three_files_atomically(tmp_path, capsys):
     assert json.loads((out2 / "config.json").read_text())["advantage_params"] == {"delta": 0.5}
 
 
+def test_cli_param_is_the_same_as_the_deprecated_json_alias(tmp_path, capsys):
+    runs = {}
+    for name, opt in (("param", ["--param", "alpha=1.0"]), ("alias", ["--advantage-params", '{"alpha": 1.0}'])):
+        assert cli.main(["linear-head", "--preset", "toy-small", "--steps", "5", "--G", "4", "--seeds", "1",
+                         "--advantage", "iac", *opt, "--out", str(tmp_path / name), "--quiet"]) == 0
+        runs[name] = pd.read_csv(tmp_path / name / "trajectory.csv")
+    pd.testing.assert_frame_equal(runs["param"], runs["alias"])
+    assert capsys.readouterr().err.count("deprecated") == 1  # only the alias warns
+    with pytest.raises(SystemExit) as exc:  # argparse refuses what is not a JSON object: usage, exit 2
+        cli.main(["linear-head", "--preset", "toy-small", "--advantage-params", "[1]", "--out", str(tmp_path / "x")])
+    assert exc.value.code == 2 and "--advantage-params: must be a JSON object" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
 @pytest.mark.parametrize("argv,word", [(["--preset", "nope"], "preset"), (["--preset", "toy-small", "--lr", "-1"], "lr"),
                                        (["--preset", "toy-small", "--advantage", "zzz"], "advantage"),
                                        (["--preset", "fade-rank1", "--similarity", "High"], "similarity"),
-                                       (["--preset", "toy-small", "--delta", "0.5"], "delta")])
+                                       (["--preset", "toy-small", "--delta", "0.5"], "delta"),
+                                       (["--preset", "toy-small", "--advantage", "iac", "--param", "bogus=1"], "bogus"),
+                                       (["--preset", "toy-small", "--advantage", "fade", "--param", "gamma=1"], "gamma"),
+                                       (["--preset", "toy-small", "--steps", "0"], "--steps must be an integer >= 1"),
+                                       (["--preset", "toy-small", "--threads", "0"], "--threads")])
 def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, word):
     out = tmp_path / "o"
     assert cli.main(["linear-head", *argv, "--out", str(out), "--quiet"]) == 2

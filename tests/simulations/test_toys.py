@@ -1,5 +1,6 @@
-"""Few-action toys (`simulations.toys`): the two stages of 001, its G / temperature / four-action
-variants, GRPO-N, and 003 Theorem 1 checked against an independent numpy step."""
+"""Few-action toys (`simulations.toys`): the two stages of the Two-Stage paper, its G /
+temperature / four-action variants, GRPO-N, and A-GRAE Theorem 1 checked against an
+independent numpy step; the ``rlvr-sim toys`` command line."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 
 from simulations import categorical as sc
 from simulations import toys
+
 
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
@@ -59,10 +61,10 @@ def test_stages_refuses_bad_input():
 
 
 # ------------------------------------------------------------------ settings
-def test_fig1_settings_follow_001_algorithm_1():
+def test_fig1_settings_follow_two_stage_algorithm_1():
     t = toys.toy("twostage-fig1")
     for s in t.settings:
-        # 001 Sec. 3.2: G = 2, eta = 0.1, mean baseline (dr_grpo), Adam, log-prob REINFORCE (Alg. 1)
+        # Two-Stage Sec. 3.2: G = 2, eta = 0.1, mean baseline (dr_grpo), Adam, log-prob REINFORCE (Alg. 1)
         assert (s.N, s.lr, s.advantage, s.optimizer, s.surrogate) == ((2,), 0.1, "dr_grpo", "adam", "logprob")
         r, p = s.rewards, s.probs
         assert r[2] == 0 < r[0] < r[1] and p[0] > p[1]  # r(a1) < r(a2), pi(a1) > pi(a2), r(a3) = 0
@@ -91,11 +93,11 @@ def test_bad_settings_and_presets_are_refused():
         toys.configs("agrae-c0", settings=["nope"])
 
 
-# ------------------------------------------------------------------ 001 two stages (graded rewards)
-def test_001_toy_shows_its_two_stages():
+# ------------------------------------------------------------------ the two stages of Two-Stage (graded rewards)
+def test_two_stage_toy_shows_its_two_stages():
     traj, final = toys.run("twostage-fig1", settings=["pi(a2)=0.01"], record_every=5)
     st = final.set_index("seed")
-    # pi(a1) rises then falls once a2 is found, in most seeds (001 Sec. 3.2, Fig. 1)
+    # pi(a1) rises then falls once a2 is found, in most seeds (Two-Stage Sec. 3.2, Fig. 1)
     assert st.two_stage.mean() >= 0.75
     two = st[st.two_stage]
     assert (two.t_peak <= two.t_cross).all() and (two.p_peak > 0.9).all() and (two.p_first_final < 0.5).all()
@@ -109,7 +111,7 @@ def test_001_toy_shows_its_two_stages():
 
 @pytest.mark.parametrize("advantage", ["dr_grpo", "grpo_n"])
 def test_graded_engine_step_matches_numpy(advantage):
-    # one SGD step with three reward levels: A_j = r_j - mean (001 Alg. 1) or min((r_j - mean)/std, 0)
+    # one SGD step with three reward levels: A_j = r_j - mean (Two-Stage Alg. 1) or min((r_j - mean)/std, 0)
     B, N, lr = 40, 5, 0.3
     s = toys.Setting("x", toys.PI_BASE, toys.R_BASE, N=(N,), advantage=advantage, optimizer="sgd", lr=lr)
     cfg = s.config(steps=1, seeds=B, record_every=1)
@@ -135,7 +137,7 @@ def test_graded_engine_step_matches_numpy(advantage):
 def test_larger_group_is_more_stable_and_explores_earlier():
     traj, final = toys.run("twostage-fig5")
     g = final.groupby("N")
-    assert g.two_stage.mean().min() >= 0.75  # "does not affect our main findings" (001 App. C.4)
+    assert g.two_stage.mean().min() >= 0.75  # "does not affect our main findings" (Two-Stage App. C.4)
     spread = traj[traj.action == "a1"].pivot_table(index="step", columns=["N", "seed"], values="prob")
     sd = {G: spread[G].std(axis=1).mean() for G in (2, 10)}
     assert sd[10] < 0.5 * sd[2]  # "a larger G leads to more stable optimization"
@@ -163,7 +165,7 @@ def test_temperature_with_fixed_initial_policy_is_a_step_size_under_adam():
 def test_four_actions_extremes_and_middle():
     traj, final = toys.run("twostage-fig7")
     m = traj.groupby(["step", "action"]).prob.mean().unstack()
-    assert np.all(np.diff(m.a4.to_numpy()) < 1e-3) and m.a4.iloc[-1] < 0.01  # a_min falls (001 App. C.4)
+    assert np.all(np.diff(m.a4.to_numpy()) < 1e-3) and m.a4.iloc[-1] < 0.01  # a_min falls (Two-Stage App. C.4)
     assert m.a3.iloc[-1] > 10 * m.a3.iloc[0]  # a_max rises
     assert toys.stages(traj, "a1", "a2").two_stage.mean() >= 0.75  # a1: up, then down
     assert final.two_stage.mean() >= 0.5  # a2: up, then down once a3 is found (stage_pair a2, a3)
@@ -173,14 +175,14 @@ def test_four_actions_extremes_and_middle():
 def test_grpo_n_keeps_entropy_and_the_unexplored_correct_action():
     traj, final = toys.run("twostage-grpo-n", steps=300)
     f = final.groupby("setting")[["prob_a2", "entropy"]].median()
-    # 001 Sec. 4 / Fig. 2: GRPO collapses the entropy, GRPO-N keeps diversity
+    # Two-Stage Sec. 4 / Fig. 2: GRPO collapses the entropy, GRPO-N keeps diversity
     assert f.entropy["GRPO-N"] > 3 * f.entropy["GRPO"]
     assert f.prob_a2["GRPO"] < 0.01 < f.prob_a2["GRPO-N"]  # pi0(a2) = 0.01
     q = traj[traj.step == 300].groupby("setting").Q_pos.mean()
     assert (q > 0.99).all()  # both solve the toy
 
 
-# ------------------------------------------------------------------ 003 Theorem 1, one step
+# ------------------------------------------------------------------ A-GRAE Theorem 1, one step
 def _numpy_advantages(name: str, r: np.ndarray, beta: float = 10.0) -> np.ndarray:
     """GRPO (population std), negative-dominant and GRPO-N written out for binary r [B, N]."""
     mean = r.mean(1, keepdims=True)
@@ -219,7 +221,7 @@ def test_behaviour_space_step_matches_an_independent_numpy_step(name):
         np.add.at(S, (np.arange(B)[:, None], actions), A)
         C = A.sum(1, keepdims=True)
         pi = np.asarray(s.probs)[None, :]
-        expected = s.lr / N * (S - C * pi)  # 003 Eq. 6 with eta = lr / N
+        expected = s.lr / N * (S - C * pi)  # A-GRAE Eq. 6 with eta = lr / N
         np.testing.assert_allclose(measured, expected, atol=2e-6)
         unsampled = counts == 0
         live = np.abs(C[:, 0]) > 1e-9
@@ -257,11 +259,44 @@ def test_cli_writes_three_files(tmp_path, monkeypatch):
     assert len(traj) == 2 * 2 * 5 * 8 and set(traj.step) == {0, 1, 2, 3, 4}  # settings x seeds x steps x actions
     assert len(final) == 4 and "prob_b2" in final.columns
     assert meta["preset"] == "agrae-c0" and meta["configs"][0]["steps"] == 4 and meta["device"] == "cpu"
+    assert meta["package_version"] and meta["settings"] == {"preset": "agrae-c0", "steps": 4, "seeds": 2}
+    assert meta["seed"] == [0, 1] and meta["threads"] >= 1 and len(meta["toy_settings"]) == 2
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
 
 
 def test_cli_bad_preset_exits_2(tmp_path, monkeypatch, capsys):
     cli = _cli(monkeypatch)
     assert cli.main(["toys", "--preset", "nope", "--out", str(tmp_path / "o")]) == 2
-    assert capsys.readouterr().err.startswith("rlvr-sim: error: preset must be one of")
+    assert capsys.readouterr().err.startswith("rlvr-sim: error: --preset must be one of")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("argv,message", [(["--steps", "0"], "--steps must be an integer >= 1, got 0"),
+                                          (["--seeds", "0"], "--seeds must be an integer >= 1, got 0"),
+                                          (["--threads", "0"], "--threads must be an integer >= 1, got 0")])
+def test_cli_bad_counts_exit_2(tmp_path, monkeypatch, capsys, argv, message):
+    cli = _cli(monkeypatch)
+    assert cli.main(["toys", "--preset", "agrae-c0", *argv, "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert capsys.readouterr().err == f"rlvr-sim: error: {message}\n"
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_threads_are_recorded(tmp_path, monkeypatch):
+    cli = _cli(monkeypatch)
+    before = torch.get_num_threads()
+    try:
+        assert cli.main(["toys", "--preset", "agrae-c0", "--steps", "1", "--seeds", "1", "--threads", "2",
+                         "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["threads"] == 2
+
+
+def test_counts_accept_integral_floats_and_numpy_ints_but_not_bool():
+    (_, cfg), *_ = toys.configs("agrae-c0", steps=3.0, seeds=np.int64(2), record_every=1)
+    assert (cfg.steps, cfg.seeds) == (3, (0, 1))
+    for kw in ({"steps": True}, {"seeds": 2.5}, {"record_every": np.bool_(True)}):
+        with pytest.raises(ValueError, match=f"^{next(iter(kw))} must be an integer >= 1"):
+            toys.configs("agrae-c0", **kw)
+    with pytest.raises(ValueError, match="^seeds must be an integer >= 1"):
+        toys.behaviour_step("agrae-c0", seeds=False)

@@ -1,4 +1,5 @@
-"""Tasks, verifiers, splits, the local tokenizer and --param parsing of the GRPO trainer."""
+"""Tasks, verifiers, splits, the task registry, the local tokenizer, and the advantage and
+schedule settings of the GRPO trainer."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+from rlvr_theory import runner, schedules
 from simulations.grpo import config, tasks, tokenizer
 
 
@@ -45,7 +47,7 @@ def test_difficulty_changes_the_problems():
     short = tasks.get("arith", 1).sample(rng, 50)
     long_ = tasks.get("arith", 4).sample(rng, 50)
     assert {len(p.prompt) for p in short} == {4} and {len(p.prompt) for p in long_} == {10}
-    with pytest.raises(ValueError, match=r"^difficulty must be an integer in \[1, 6\]"):
+    with pytest.raises(ValueError, match=r"^difficulty must be an integer >= 1 and <= 6, got 7 \(task 'arith'\)"):
         tasks.get("arith", 7)
 
 
@@ -94,8 +96,14 @@ def test_users_register_tasks_and_a_task_without_verifier_is_refused():
         t = tasks.get("test_reverse")
         p = t.sample(np.random.default_rng(0), 5)
         assert t.verify(p, [q.prompt[4:-1][::-1] for q in p]).all()
+        with pytest.raises(ValueError, match=r"task 'test_reverse' is already registered"):
+            tasks.register(type("Other", (Reverse,), {}))
     finally:
-        tasks._REGISTRY.pop("test_reverse", None)
+        tasks.unregister("test_reverse")
+    assert "test_reverse" not in tasks.names()
+    with tasks.registered(Reverse):
+        assert tasks.get("test_reverse").name == "test_reverse"
+    assert "test_reverse" not in tasks.names()
     with pytest.raises(ValueError, match=r"^task: unknown task 'nope'"):
         tasks.get("nope")
 
@@ -121,14 +129,15 @@ def test_tokenizer_roundtrip_through_autotokenizer(tmp_path):
         tokenizer.check_covers(tok, "aXbY")
 
 
-def test_parse_params():
-    assert config.parse_params(["delta=0.5", "k=4", "normalize=true", "omega=None", "ema=conventional"]) == \
+def test_advantage_and_schedule_settings():
+    assert runner.parse_params(["delta=0.5", "k=4", "normalize=true", "omega=None", "ema=conventional"]) == \
         {"delta": 0.5, "k": 4, "normalize": True, "omega": None, "ema": "conventional"}
     with pytest.raises(ValueError, match=r"^param must look like NAME=VALUE"):
-        config.parse_params(["delta"])
+        runner.parse_params(["delta"])
     with pytest.raises(ValueError, match=r"^param: asym_grpo: unknown parameter\(s\) alpha; allowed: delta"):
-        config.make_advantage("asym_grpo", {"alpha": 1.0}, (0.0, 1.0))
+        config.GRPOConfig(out="", advantage="asym_grpo", params={"alpha": 1.0}).make_advantage()
     with pytest.raises(ValueError, match=r"^param: unknown parameter\(s\) gamma for schedule 'fade'"):
-        config.make_schedule("fade", {"gamma": 1.0}, (0.0, 1.0), steps=10)
-    s = config.make_schedule("fade-log", {"alpha0": 2.5}, (0.0, 1.0), steps=10)
+        config.GRPOConfig(out="", schedule="fade", params={"gamma": 1.0}, steps=10).make_advantage()
+    s = schedules.get("fade-log", steps=10, alpha0=2.5)
     assert s.T == 10 and s.alpha0 == 2.5
+    assert config.GRPOConfig(out="", schedule="fade-log", params={"alpha0": 2.5}).make_advantage() is None

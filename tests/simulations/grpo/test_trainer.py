@@ -215,46 +215,50 @@ def test_kill_and_resume_gives_identical_metrics_and_weights(base, tmp_path):
     ({"schedule": "cosine"}, r"^schedule: unknown schedule 'cosine'"),
     ({"init": "NOT_A_MODEL"}, r"^init: .* is not a model directory \(no config.json\)"),
     ({"task": "verifierless"}, r"^task: 'verifierless' has no verifier"),
-    ({"loss": "dpo"}, r"^loss must be one of ppo, cispo, grpo-n"),
+    ({"loss": "dpo"}, r"^loss must be one of 'ppo', 'cispo', 'grpo-n'"),
     ({"aggregation": "mean"}, r"^aggregation must be one of"),
     ({"minibatches": 3}, r"^minibatches must divide batch_size \* group_size = 16"),
 ])
 def test_bad_configuration_is_refused_before_any_work(base, tmp_path, monkeypatch, change, message):
-    class Verifierless(tasks.Task):   # bypasses register() to reach the trainer
+    class Verifierless(tasks.ExactMatchTask):
         name = "verifierless"
         alphabet = "01="
 
-    monkeypatch.setitem(tasks._REGISTRY, "verifierless", Verifierless)
     (tmp_path / "NOT_A_MODEL").mkdir()
     (tmp_path / "NOT_A_MODEL" / "weights.txt").write_text("x")
     change = {k: (str(tmp_path / v) if v == "NOT_A_MODEL" else v) for k, v in change.items()}
     kw = {**FAST, "init": str(base), "steps": 2, **change}
     out = tmp_path / "run"
-    with pytest.raises(ValueError, match=message):
-        trainer.train(trainer.GRPOConfig(out=str(out), **kw))
+    with tasks.registered(Verifierless):
+        monkeypatch.setattr(Verifierless, "verify", None)   # lost after registration: the trainer refuses it
+        with pytest.raises(ValueError, match=message):
+            trainer.train(trainer.GRPOConfig(out=str(out), **kw))
     assert not out.exists()
 
 
 def test_cli_refuses_and_runs(base, tmp_path, capsys):
     out = tmp_path / "cli"
     assert cli.main(["grpo", "--init", str(base), "--advantage", "nope", "--out", str(out)]) == 2
-    assert capsys.readouterr().err.startswith("rlvr-train: error: advantage: unknown advantage 'nope'")
+    assert capsys.readouterr().err.startswith("rlvr-train: error: --advantage: unknown advantage 'nope'")
     assert cli.main(["grpo", "--init", str(base), "--group-size", "1", "--out", str(out)]) == 2
-    assert "group_size must be an integer >= 2" in capsys.readouterr().err
+    assert "--group-size must be an integer >= 2" in capsys.readouterr().err
     assert not out.exists()
     assert cli.main(["sft", "--task", "nope", "--out", str(out)]) == 2
-    assert capsys.readouterr().err.startswith("rlvr-train: error: task: unknown task 'nope'")
+    assert capsys.readouterr().err.startswith("rlvr-train: error: --task: unknown task 'nope'")
     assert cli.main(["eval", str(tmp_path), "--k", "1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rlvr-train: error: checkpoint: ") and "is not a model directory" in err
     assert cli.main(["eval", str(base), "--k", "8", "--n", "4"]) == 2
-    assert capsys.readouterr().err.startswith("rlvr-train: error: k must be <= n = 4")
+    assert capsys.readouterr().err.startswith("rlvr-train: error: --k must be <= n = 4")
     assert not out.exists()
     args = ["--steps", "2", "--batch-size", "2", "--group-size", "2", "--checkpoint-every", "2", "--threads", "1",
             "--device", "cpu", "--quiet"]
     assert cli.main(["grpo", "--init", str(base), "--advantage", "asym_grpo", "--param", "delta=2",
                      "--out", str(out), *args]) == 0
-    cfg = json.loads((out / "run_config.json").read_text())
+    doc = json.loads((out / "run_config.json").read_text())
+    assert {"package_version", "settings", "seed", "device", "threads"} <= set(doc)
+    assert doc["kind"] == "grpo" and doc["device"] == "cpu" and doc["threads"] == 1 and doc["seed"] == 0
+    cfg = doc["settings"]
     assert cfg["task"] == "sort" and cfg["difficulty"] == 3 and cfg["params"] == {"delta": 2}  # from task.json
     assert cli.main(["grpo", "--out", str(out), "--resume", "--steps", "3", "--quiet"]) == 0
     assert len(pd.read_csv(out / "metrics.csv")) == 3

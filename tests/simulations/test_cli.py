@@ -1,0 +1,47 @@
+"""``rlvr-sim``: the writer shared by the simulators (run block, strict JSON) and the dispatch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from simulations import cli
+
+
+def test_write_run_puts_the_run_block_first_and_writes_strict_json(tmp_path):
+    df = pd.DataFrame({"step": [0, 1], "x": [0.5, float("nan")]})
+    cli.write_run(tmp_path / "o", df, df.tail(1), {"preset": "p", "ratio": float("inf"), "missing": float("nan")},
+                  settings={"steps": 1}, seed=[0, 1], device="cpu", threads=1)
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["config.json", "final.csv", "trajectory.csv"]
+    text = (tmp_path / "o" / "config.json").read_text()
+    meta = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert list(meta)[:5] == ["package_version", "settings", "seed", "device", "threads"]
+    assert meta["settings"] == {"steps": 1} and meta["seed"] == [0, 1] and meta["device"] == "cpu"
+    assert meta["threads"] == 1 and meta["ratio"] == "inf" and meta["missing"] is None and meta["preset"] == "p"
+    with pytest.raises(TypeError, match="device"):  # the block's keys are not repeated by the record
+        cli.write_run(tmp_path / "x", df, df, {"device": "cpu"}, settings={})
+
+
+def test_command_settings_keeps_what_was_given():
+    args = argparse.Namespace(command="categorical", func=print, out="o", quiet=True, threads=2, device="cpu",
+                              preset="fgrpo-fig4-small", steps=None, param=["delta=0.5", "normalize=true"])
+    assert cli.command_settings(args) == {"preset": "fgrpo-fig4-small", "param": {"delta": 0.5, "normalize": True}}
+
+
+def test_every_simulator_has_threads_and_help(capsys):
+    for name in ("categorical", "toys", "linear-head"):
+        with pytest.raises(SystemExit) as exc:
+            cli.main([name, "--help"])
+        assert exc.value.code == 0 and "--threads N" in capsys.readouterr().out
+
+
+def test_python_m_simulations_reports_errors_with_exit_2(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "simulations", "toys", "--preset", "agrae-c0", "--seeds", "0",
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr == "rlvr-sim: error: --seeds must be an integer >= 1, got 0\n"
+    assert not (tmp_path / "o").exists()
