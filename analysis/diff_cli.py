@@ -161,10 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Also in-process: argparse's own exit (usage error, ``--help``) is returned, not raised.
     """
-    try:
-        return runner.run(PROG, build_parser, argv, default_command="weights")
-    except SystemExit as exc:  # argparse printed its usage error (2) or the help (0)
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    return runner.run(PROG, build_parser, argv, default_command="weights")
 
 
 main_exit = runner.console(PROG, build_parser, default_command="weights")

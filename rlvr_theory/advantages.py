@@ -50,7 +50,7 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
@@ -375,15 +375,25 @@ class Advantage:
         raise NotImplementedError
 
     # ----------------------------------------------------------- closed form
-    def closed_form(self) -> tuple[sp.Expr, sp.Expr]:
+    def closed_form(self, *, symbolic: Iterable[str] = ()) -> tuple[sp.Expr, sp.Expr]:
         """Per-rollout masses ``(m_S, m_F)`` as sympy expressions in ``p`` (and ``G``).
 
         Normalised per rollout (the update is ``G·(m_S ∇̄_S − m_F ∇̄_F)``); the papers'
         Table 1 writes the same quantities times the batch size.  ``q`` is written
-        ``1 - p``.  Parameters and reward values are substituted as exact rationals.
+        ``1 - p``.  Parameters and reward values are substituted as exact rationals, except
+        the parameters named in ``symbolic``, which stay the positive sympy symbols of their
+        names (to differentiate or lambdify in them).
+
+        >>> get("power_alpha", normalize=False).closed_form(symbolic=("alpha",))[0]
+        p*(1 - p)**alpha
         """
+        keep = set(symbolic)
+        if keep - set(self.params):
+            raise ValueError(f"symbolic: {self.name} has no parameter(s) {', '.join(sorted(keep - set(self.params)))}; "
+                             f"allowed: {', '.join(sorted(self.params)) or 'none'}")
         rw, rc = (_sym(v) for v in self.reward_values)
-        syms = {k: (_sym(v) if v is not None else None) for k, v in self.params.items()}
+        syms = {k: (sp.Symbol(k, positive=True) if k in keep else _sym(v) if v is not None else None)
+                for k, v in self.params.items()}
         m_s, m_f = self._closed_form(syms, rc - rw)
         return sp.sympify(m_s), sp.sympify(m_f)
 

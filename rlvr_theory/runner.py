@@ -3,6 +3,8 @@
 
 What every command line of the toolkit does the same way:
 
+* **exit status**: ``run`` returns it (0, 2 for a usage error or bad input, 130, 141), also
+  for argparse's own usage errors and ``--help``, so that ``main(argv)`` can be called in-process;
 * **dispatch**: each subcommand's parser sets ``func(args)``; it returns an exit status
   (``int``/``None``) or the text to print (``str``);
 * **errors**: a ``ValueError`` from the checks prints ``PROG: error: MESSAGE`` and exits with
@@ -49,7 +51,7 @@ from typing import Any
 
 __all__ = [
     "run", "console", "error_message", "add_param_option", "parse_params", "add_threads_option",
-    "default_threads", "apply_threads", "add_settings", "given_settings",
+    "default_threads", "apply_threads", "add_run_options", "add_settings", "given_settings",
 ]
 
 #: exit status of a command refused for bad input / interrupted / whose reader went away
@@ -105,7 +107,10 @@ def run(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
     if default_command and argv and argv[0] not in _subcommands(parser) and argv[0] not in ("-h", "--help"):
         argv.insert(0, default_command)
     try:
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # argparse printed a usage error (2) or the help (0): return, not raise
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
         apply_threads(getattr(args, "threads", None), explicit=hasattr(args, "threads"))
         func = getattr(args, "func", None)
         if func is None:  # pragma: no cover - every parser sets one
@@ -249,6 +254,16 @@ def apply_threads(n: int | None, *, explicit: bool = True) -> int | None:
     return n
 
 
+def add_run_options(parser: argparse.ArgumentParser, *, device: str | None = None) -> None:
+    """The options every simulator subcommand shares: ``--device`` (only when ``device``, its
+    default, is given), ``--threads``, ``--out DIR`` (required) and ``--quiet``."""
+    if device is not None:
+        parser.add_argument("--device", default=device, help=f"auto, cpu, cuda or cuda:K [{device}]")
+    add_threads_option(parser)
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (files written atomically)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
 # ---------------------------------------------------------------- settings
 def _unwrap_optional(tp: Any) -> Any:
     args = typing.get_args(tp)
@@ -302,7 +317,7 @@ def add_settings(parser: argparse.ArgumentParser, cls: type, *, exclude: Iterabl
                 flag = f.metadata.get("flag", "--no-" + f.name.replace("_", "-"))
                 kw.update(action="store_false", help=f.metadata.get("help", ""))
             else:
-                kw["action"] = "store_true"
+                kw.update(action="store_true", help=f.metadata.get("help", ""))  # a switch: off unless given
             parser.add_argument(flag, **kw)
             continue
         if origin is tuple:

@@ -526,9 +526,8 @@ def alpha_for_mode(p: Any) -> np.ndarray:
 def _power_alpha_parametric() -> tuple[Callable, Callable]:
     """w(p, α) and w'(p, α) of the registry's Power α closed form with α left symbolic
     (C = 1: Q is invariant to the weight's scale)."""
-    a = sp.Symbol("alpha", positive=True)
-    adv = _adv.get("power_alpha", normalize=False)
-    m_s, _ = adv._closed_form({"alpha": a, "normalize": False}, sp.Integer(1))
+    a = sp.Symbol("alpha", positive=True)  # the symbol closed_form keeps for alpha
+    m_s, _ = _adv.get("power_alpha", normalize=False).closed_form(symbolic=("alpha",))
     return sp.lambdify((_adv.p, a), m_s, "numpy"), sp.lambdify((_adv.p, a), sp.diff(m_s, _adv.p), "numpy")
 
 

@@ -621,9 +621,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ap.add_argument("--optimizer", choices=OPTIMIZERS)
     ap.add_argument("--advantage", help="registry name (default dr_grpo)")
     runner.add_param_option(ap)
-    ap.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:K [auto]")
-    runner.add_threads_option(ap)
-    ap.add_argument("--out", required=True, help="output directory")
-    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    runner.add_run_options(ap, device="auto")
     ap.set_defaults(func=_run_cli)
     return ap

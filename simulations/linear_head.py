@@ -705,8 +705,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     runner.add_param_option(ap, of="advantage or schedule", json_alias="--advantage-params")
     ap.add_argument("--optimizer", choices=OPTIMIZERS)
     ap.add_argument("--lr", type=float)
-    runner.add_threads_option(ap)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    runner.add_run_options(ap)
     ap.set_defaults(func=_cli)
     return ap

@@ -476,9 +476,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ap.add_argument("--preset", required=True, help=f"one of {', '.join(TOYS)}")
     ap.add_argument("--steps", type=int, help="training steps (default: the preset's)")
     ap.add_argument("--seeds", type=int, help="number of seeds (0..S-1)")
-    ap.add_argument("--device", default="cpu", help="cpu, auto, cuda, cuda:K [cpu]")
-    runner.add_threads_option(ap)
-    ap.add_argument("--out", required=True, help="output directory")
-    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    runner.add_run_options(ap, device="cpu")
     ap.set_defaults(func=_run_cli)
     return ap

@@ -304,3 +304,16 @@ def test_reinforce_pp_graded_rewards():
     c[1] = 0.0
     sigma = np.sqrt((c**2).mean())
     np.testing.assert_allclose(advantages.get("reinforce_pp").graded_call(r), c / sigma, rtol=1e-13, atol=1e-15)
+
+
+def test_closed_form_keeps_named_parameters_symbolic():
+    import sympy as sp
+
+    adv = advantages.get("power_alpha", normalize=False, alpha=2)
+    ms, mf = adv.closed_form(symbolic=("alpha",))
+    a = sp.Symbol("alpha", positive=True)
+    assert a in ms.free_symbols
+    assert sp.simplify(ms.subs(a, 2) - adv.closed_form()[0]) == 0
+    assert sp.simplify(mf.subs(a, 2) - adv.closed_form()[1]) == 0
+    with pytest.raises(ValueError, match=r"^symbolic: power_alpha has no parameter\(s\) beta; allowed: alpha, normalize$"):
+        adv.closed_form(symbolic=("beta",))

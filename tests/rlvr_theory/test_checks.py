@@ -149,8 +149,14 @@ def test_array_shape_and_type_checks():
         checks.array("x", np.array([True, False]))
     with pytest.raises(ValueError, match=r"^x must be a numeric array, got booleans$"):
         checks.array("x", True)
-    with pytest.raises(ValueError, match=r"^x must be a numeric array, got list$"):
+    with pytest.raises(ValueError, match=r"^x must be a numeric array, got text$"):
         checks.array("x", [["a", "b"]])
+    with pytest.raises(ValueError, match=r"^x must be a numeric array, got text$"):
+        checks.array("x", ["1", "0"])  # numeric strings are text too, not numbers
+    with pytest.raises(ValueError, match=r"^x must be a numeric array, got booleans$"):
+        checks.array("x", [True, False])  # a plain list of bools, not only a bool ndarray
+    with pytest.raises(ValueError, match=r"^x must be a numeric array, got list$"):
+        checks.array("x", [[1, 2], [3]])  # ragged
     with pytest.raises(ValueError, match=r"^x must be a numeric array, got dict$"):
         checks.array("x", {"a": 1})
 
