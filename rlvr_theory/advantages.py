@@ -326,27 +326,20 @@ class Advantage:
         if not self.graded:
             allowed = ", ".join(n for n, cls in registry().items() if cls.graded)
             raise ValueError(f"advantage {self.name!r} is defined for binary rewards only; graded rewards need one of {allowed}")
-        r = np.asarray(rewards, dtype=float)
-        if r.ndim == 0 or r.shape[-1] < self.min_group_size() or not np.all(np.isfinite(r)):
+        r = checks.array("rewards", rewards, min_ndim=1)
+        if r.shape[-1] < self.min_group_size():
             raise ValueError(f"rewards must be a finite array [..., G] with G >= {self.min_group_size()}, got shape {r.shape}")
         # s marks the group's best rewards: X = G exactly when all rewards are equal (no signal)
         s = (r == r.max(-1, keepdims=True)).astype(float)
         return self._compute(Group(r, s, *self.reward_values), None)
 
     def _check_rewards(self, rewards: Any) -> tuple[np.ndarray, np.ndarray]:
-        try:
-            r = np.asarray(rewards, dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError("rewards must be a numeric array of shape [..., G]") from None
-        if r.ndim == 0:
-            raise ValueError("rewards must have at least one axis (the group, last); got a scalar")
+        r = checks.array("rewards", rewards, min_ndim=1, allow_bool=True)  # [..., G]: the group is the last axis
         if r.shape[-1] < self.min_group_size():
             raise ValueError(
                 f"rewards: {self!r} needs a group size G >= {self.min_group_size()} on the last axis, "
                 f"got G = {r.shape[-1]}"
             )
-        if not np.all(np.isfinite(r)):
-            raise ValueError("rewards must be finite (no NaN or inf)")
         rw, rc = self.reward_values
         s = r == rc
         if not np.all(s | (r == rw)):
@@ -363,13 +356,11 @@ class Advantage:
             return None
         if lengths is None:
             raise ValueError(f"lengths: {self.name} needs the response lengths, an array of the rewards' shape")
+        L = checks.array("lengths", lengths, low=0)
         try:
-            L = np.broadcast_to(np.asarray(lengths, dtype=float), shape)
-        except (TypeError, ValueError):
-            raise ValueError(f"lengths must be a numeric array broadcastable to the rewards' shape {shape}") from None
-        if not np.all(np.isfinite(L)) or np.any(L < 0):
-            raise ValueError("lengths must be finite and >= 0")
-        return L
+            return np.broadcast_to(L, shape)
+        except ValueError:
+            raise ValueError(f"lengths must broadcast to the rewards' shape {shape}, got shape {L.shape}") from None
 
     def _compute(self, g: Group, lengths: np.ndarray | None) -> np.ndarray:  # pragma: no cover
         raise NotImplementedError

@@ -155,8 +155,11 @@ def choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
 
 def array(name: str, x: Any, *, ndim: int | None = None, min_ndim: int = 0, low: float | None = None,
           high: float | None = None, low_open: bool = False, high_open: bool = False,
-          integer: bool = False, allow_inf: bool = False, nonempty: bool = False) -> np.ndarray:
+          integer: bool = False, allow_inf: bool = False, nonempty: bool = False,
+          allow_bool: bool = False) -> np.ndarray:
     """``x`` as a float64 array with the given number of axes, every entry checked.
+
+    Booleans are refused unless ``allow_bool`` (then ``True`` is 1.0); text always.
 
     >>> array("N", [1, 2.0, 4], integer=True, low=1)
     array([1., 2., 4.])
@@ -165,7 +168,7 @@ def array(name: str, x: Any, *, ndim: int | None = None, min_ndim: int = 0, low:
         raw = np.asarray(x)
     except (TypeError, ValueError):  # ragged nesting
         raw = None
-    if raw is not None and (raw.dtype == bool or raw.dtype.kind in "USV"):
+    if raw is not None and ((raw.dtype == bool and not allow_bool) or raw.dtype.kind in "USV"):
         what = "booleans" if raw.dtype == bool else "text"
         raise ValueError(f"{name} must be a numeric array, got {what}")
     try:
