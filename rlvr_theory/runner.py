@@ -305,7 +305,7 @@ def add_settings(parser: argparse.ArgumentParser, cls: type, *, exclude: Iterabl
             continue
         flag = f.metadata.get("flag", "--" + f.name.replace("_", "-"))
         has_default = f.default is not dataclasses.MISSING
-        shown = f.metadata.get("default_text", _show(f.default) if has_default else None)
+        shown = f.metadata.get("default_text", _show(f.default) if has_default and f.default is not None else None)
         help_ = f.metadata.get("help", "")
         if shown is not None and f.name not in required:
             help_ = f"{help_} [{shown}]".strip()
