@@ -67,6 +67,8 @@ def test_every_field_has_a_flag_with_help_and_its_default(command):
         assert f.metadata["help"] in act.help
         if "default_text" in f.metadata:
             assert act.help.endswith(f"[{f.metadata['default_text']}]"), (f.name, act.help)
+        elif f.default is None:    # unset by default: no "[None]" in the help
+            assert not act.help.endswith("]"), (f.name, act.help)
         elif f.default is not dataclasses.MISSING and not isinstance(f.default, bool) and not act.required:
             assert act.help.endswith(f"[{_shown(f.default)}]"), (f.name, act.help)
         assert act.default is None   # only what was typed reaches the dataclass
