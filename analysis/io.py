@@ -3,6 +3,8 @@ final name, one JSON policy (:mod:`rlvr_theory.serialize`).
 
 * :func:`atomic_write` / :func:`atomic_write_text` / :func:`write_json` — one file, written to a
   temporary sibling and renamed;
+* :func:`check_out` — an output location checked *before* any work starts (not a file, not
+  under a file, writable, and not somebody else's non-empty directory unless ``overwrite``);
 * :func:`atomic_dir` — a whole directory (a report, a checkpoint) built in a temporary sibling
   and renamed into place, replacing an older one only when complete.
 
@@ -28,7 +30,7 @@ from typing import Any
 
 from rlvr_theory.serialize import dumps
 
-__all__ = ["atomic_write", "atomic_write_text", "write_json", "atomic_dir"]
+__all__ = ["atomic_write", "atomic_write_text", "write_json", "atomic_dir", "check_out"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -94,3 +96,66 @@ def atomic_dir(out: str | os.PathLike, build: Callable[[Path], Any], *,
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def check_out(out: Any, *, kind: str = "directory", markers: Sequence[str] | None = None,
+              overwrite: bool = False, arg: str = "out") -> Path:
+    """Refuse an output location before any work starts; return it as a ``Path``.
+
+    ``kind="directory"``: ``out`` must not be an existing file; an existing non-empty directory
+    is accepted only if it holds one of ``markers`` (an earlier output of the same command,
+    replaced atomically at the end) or ``overwrite`` is true.  ``kind="file"``: ``out`` must not
+    be an existing directory.  For both, no component of the path may be a file, and the folder
+    that will receive it must be writable (probed with a real temporary file, so a read-only
+    file system and missing permissions are found as such).  Messages start with ``arg``.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> (d / "notes.txt").write_text("mine")
+    4
+    >>> check_out(d / "run").name
+    'run'
+    >>> check_out(d / "notes.txt")
+    Traceback (most recent call last):
+    ...
+    ValueError: out: ... is an existing file; give a directory path
+    >>> check_out(d)
+    Traceback (most recent call last):
+    ...
+    ValueError: out: ... exists and is not empty (1 entries, not an output of this command); choose a new directory or pass --overwrite
+    """
+    if kind not in ("directory", "file"):
+        raise ValueError(f"kind must be 'directory' or 'file', got {kind!r}")
+    if not isinstance(out, (str, os.PathLike)) or os.fspath(out) == "":
+        raise ValueError(f"{arg} must be a {kind} path, got {out!r}")
+    path = Path(out)
+    if kind == "directory" and path.is_file():
+        raise ValueError(f"{arg}: {str(path)!r} is an existing file; give a directory path")
+    if kind == "file" and path.is_dir():
+        raise ValueError(f"{arg}: {str(path)!r} is an existing directory; give a file path")
+    base = _nearest_existing(path.parent if kind == "file" else path)
+    if not base.is_dir():
+        raise ValueError(f"{arg}: {str(path)!r} lies under the file {str(base)!r}")
+    if kind == "directory" and path.is_dir():
+        entries = [e.name for e in path.iterdir()]
+        ours = markers is not None and any((path / m).exists() for m in markers)
+        if entries and not ours and not overwrite:
+            raise ValueError(f"{arg}: {str(path)!r} exists and is not empty ({len(entries)} entries, not an output "
+                             "of this command); choose a new directory or pass --overwrite")
+    probe_dir = base if base != path else path
+    if base == path:  # the directory exists: the output's temporary sibling goes beside it
+        probe_dir = path.parent if path.parent.exists() else path
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".rlvr-probe.", dir=probe_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise ValueError(f"{arg}: cannot write in {str(probe_dir)!r} ({err.strerror})") from None
+    return path

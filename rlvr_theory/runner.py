@@ -10,6 +10,9 @@ What every command line of the toolkit does the same way:
 * **errors**: a ``ValueError`` from the checks prints ``PROG: error: MESSAGE`` and exits with
   status 2; a message that starts with a setting's name (``group_size must be ...``) is shown
   with the flag as the user typed it (``--group-size must be ...``);
+* **the system refusing** a write (disk full, read-only file system, no permission; also on
+  standard output, e.g. ``> /dev/full``) prints one line saying what happened and where, and
+  exits with status 1 (the writers of :mod:`analysis.io` leave nothing under a final name);
 * **Ctrl-C** prints ``PROG: interrupted`` and exits with status 130 (no traceback);
 * **a closed pipe** (``rlvr-theory list --json | head -1``) ends quietly with status 141, as
   ``head``'s other producers do;
@@ -50,12 +53,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 __all__ = [
-    "run", "console", "error_message", "add_param_option", "parse_params", "add_threads_option",
+    "run", "console", "error_message", "os_error_message", "add_param_option", "parse_params", "add_threads_option",
     "default_threads", "apply_threads", "add_run_options", "add_settings", "given_settings",
 ]
 
-#: exit status of a command refused for bad input / interrupted / whose reader went away
-EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE = 2, 130, 141
+#: exit status of a command refused for bad input / interrupted / whose reader went away /
+#: stopped by the system (disk full, read-only file system, permission denied)
+EXIT_USAGE, EXIT_INTERRUPTED, EXIT_PIPE, EXIT_OS = 2, 130, 141, 1
 
 
 # ------------------------------------------------------------------ running
@@ -130,12 +134,29 @@ def run(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader (e.g. `head`) went away: silence the final flush of stdout and stop
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):  # pragma: no cover - stdout without a file descriptor
-            pass
+        _silence_stdout()
         return EXIT_PIPE
+    except OSError as err:  # the system refused: disk full, read-only file system, permission, ...
+        if getattr(err, "filename", None) is None:  # no file named: standard output (e.g. > /dev/full)
+            _silence_stdout()
+        print(f"{prog}: error: {os_error_message(err)}", file=sys.stderr)
+        return EXIT_OS
+
+
+def os_error_message(err: OSError) -> str:
+    """``"No space left on device: 'runs/x/final.csv'"`` — what happened and where, one line."""
+    what = err.strerror or str(err)
+    where = [f"{f!r}" for f in (err.filename, getattr(err, "filename2", None)) if f is not None]
+    return f"{what}: {' -> '.join(where)}" if where else f"cannot write the output: {what}"
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # pragma: no cover - stdout without a file descriptor
+        pass
 
 
 def console(prog: str, build_parser: Callable[[], argparse.ArgumentParser], *,
