@@ -137,7 +137,7 @@ def check_memory(nbytes: float, what: str, *, device: str | torch.device = "cpu"
     >>> check_memory(2**80, "rlvr-sim categorical (--N 1e24)")
     Traceback (most recent call last):
     ...
-    ValueError: rlvr-sim categorical (--N 1e24) needs about 1048576.0 PiB of memory on cpu; ... available
+    ValueError: rlvr-sim categorical (--N 1e24) needs about 1073741824.0 PiB of memory on cpu; ... available
     """
     limit = available_memory(device) * fraction
     if nbytes > limit:
