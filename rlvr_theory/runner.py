@@ -54,7 +54,7 @@ from typing import Any
 
 __all__ = [
     "run", "console", "error_message", "os_error_message", "add_param_option", "parse_params", "add_threads_option",
-    "default_threads", "apply_threads", "add_run_options", "add_settings", "given_settings",
+    "default_threads", "apply_threads", "add_overwrite_option", "add_run_options", "add_settings", "given_settings",
 ]
 
 #: exit status of a command refused for bad input / interrupted / whose reader went away /
@@ -275,13 +275,21 @@ def apply_threads(n: int | None, *, explicit: bool = True) -> int | None:
     return n
 
 
+def add_overwrite_option(parser: argparse.ArgumentParser) -> None:
+    """``--overwrite``: replace a non-empty ``--out`` that is not an earlier output of the command
+    (see ``analysis.io.check_out``); without it such a directory is refused before any work."""
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a non-empty --out that this command did not write (default: refuse)")
+
+
 def add_run_options(parser: argparse.ArgumentParser, *, device: str | None = None) -> None:
     """The options every simulator subcommand shares: ``--device`` (only when ``device``, its
-    default, is given), ``--threads``, ``--out DIR`` (required) and ``--quiet``."""
+    default, is given), ``--threads``, ``--out DIR`` (required), ``--overwrite`` and ``--quiet``."""
     if device is not None:
         parser.add_argument("--device", default=device, help=f"auto, cpu, cuda or cuda:K [{device}]")
     add_threads_option(parser)
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (files written atomically)")
+    add_overwrite_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
