@@ -2,10 +2,10 @@
 
     rlvr-diff [weights] BASE RL_1 [RL_2 ...] --out DIR [--device auto|cpu|cuda] [--top-k 64]
               [--layers all|head] [--tokenizer DIR] [--full-spectrum] [--series RUN_DIR]
-              [--threads N] [--json] [--quiet]
+              [--threads N] [--overwrite] [--json] [--quiet]
     rlvr-diff hidden-states CHECKPOINT --rollouts FILE.jsonl --out DIR [--tokenizer DIR]
               [--device auto|cpu|cuda] [--batch-size 8] [--temperature 1.0] [--threads N]
-              [--json] [--quiet]
+              [--overwrite] [--json] [--quiet]
 
 ``weights`` (the default subcommand: ``rlvr-diff BASE RL --out DIR`` is ``rlvr-diff weights
 BASE RL --out DIR``) writes ``DIR/report.md``, ``report.html`` (self-contained),
@@ -17,9 +17,17 @@ carry a ``"run"`` block (:func:`analysis.runtime.run_metadata`: package version,
 command's settings, seed, device, threads).  ``--json`` prints the JSON document on stdout;
 otherwise a short summary is printed unless ``--quiet`` (which also hides progress bars).
 
+``--out`` is checked before any checkpoint is read (:func:`analysis.io.check_out`): an
+existing file, a path under a file, a place that cannot be written, or a non-empty directory
+that is not an earlier report of the same subcommand (unless ``--overwrite``) is refused, and
+so is, even with ``--overwrite``, a directory that is or holds one of the inputs.
+The report directory appears whole at the end or not at all.
+
 Running, errors, ``--threads``, Ctrl-C and closed pipes are handled by
 :mod:`rlvr_theory.runner`: a bad argument prints ``rlvr-diff: error: ...`` on stderr and
-exits with status 2, leaving no output directory behind.
+exits with status 2, leaving no output directory behind; a write the system refuses (disk
+full, read-only file system; also standard output) prints one line naming the file and exits
+with status 1.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ def _add_weights(sub: Any) -> None:
     ap.add_argument("--full-spectrum", action="store_true", help="all singular values of every weight")
     ap.add_argument("--series", metavar="RUN_DIR", help="add RUN_DIR/checkpoint-* in step order")
     runner.add_threads_option(ap)
+    runner.add_overwrite_option(ap)
     ap.add_argument("--json", action="store_true", help="print report.json on stdout")
     ap.add_argument("--quiet", action="store_true", help="no progress bars, no summary")
     ap.set_defaults(func=_run_weights)
@@ -77,6 +86,7 @@ def _add_hidden_states(sub: Any) -> None:
     ap.add_argument("--batch-size", type=int, default=8, help="sequences per forward pass (default 8)")
     ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of π (default 1)")
     runner.add_threads_option(ap)
+    runner.add_overwrite_option(ap)
     ap.add_argument("--json", action="store_true", help="print hidden_states.json on stdout")
     ap.add_argument("--quiet", action="store_true", help="no progress bars, no summary")
     ap.set_defaults(func=_run_hidden_states)
@@ -107,13 +117,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     """The command's arguments as typed (for the ``"run"`` block of the JSON file)."""
-    return {k: v for k, v in vars(args).items() if k not in ("func", "json", "quiet")}
+    return {k: v for k, v in vars(args).items() if k not in ("func", "json", "quiet", "overwrite")}
+
+
+def _check_out(args: argparse.Namespace, markers: Sequence[str], inputs: dict[str, Any]) -> None:
+    """``--out`` before any work (:func:`analysis.io.check_out`), and never a directory that
+    holds one of the inputs: replacing it (``--overwrite``) would delete them."""
+    from pathlib import Path
+
+    from .io import check_out
+
+    out = check_out(args.out, markers=markers, overwrite=args.overwrite).resolve()
+    for what, path in inputs.items():
+        if path is None:
+            continue
+        p = Path(path).resolve()
+        if p == out or out in p.parents:
+            raise ValueError(f"out: {str(args.out)!r} holds the input {what}; the report would "
+                             "replace it: choose another directory")
 
 
 # ---------------------------------------------------------------- commands
 def _run_weights(args: argparse.Namespace) -> int:
     from . import report, weight_diff
 
+    inputs = {f"BASE {str(args.base)!r}": args.base, f"--series {args.series!r}": args.series,
+              f"--tokenizer {args.tokenizer!r}": args.tokenizer}
+    inputs.update({f"RL {str(p)!r}": p for p in args.checkpoints})
+    _check_out(args, report.REPORT_MARKERS, inputs)  # before any work
     cks = list(args.checkpoints)
     if args.series:
         cks += weight_diff.series(args.series)
@@ -122,7 +153,7 @@ def _run_weights(args: argparse.Namespace) -> int:
     doc = weight_diff.diff(args.base, cks, device=args.device, top_k=args.top_k, layers=args.layers,
                            tokenizer=args.tokenizer, full_spectrum=args.full_spectrum, progress=not args.quiet)
     doc["run"]["settings"] = _settings(args)
-    out = report.write_report(doc, args.out)
+    out = report.write_report(doc, args.out, overwrite=args.overwrite)
     if args.json:
         print(report.to_json(doc))
     elif not args.quiet:
@@ -141,10 +172,13 @@ def _run_weights(args: argparse.Namespace) -> int:
 def _run_hidden_states(args: argparse.Namespace) -> int:
     from . import hidden_states, report
 
+    _check_out(args, report.HIDDEN_STATES_MARKERS,  # before any work
+               {f"CHECKPOINT {str(args.checkpoint)!r}": args.checkpoint, f"--rollouts {str(args.rollouts)!r}":
+                args.rollouts, f"--tokenizer {args.tokenizer!r}": args.tokenizer})
     doc = hidden_states.geometry(args.checkpoint, args.rollouts, tokenizer=args.tokenizer, device=args.device,
                                  batch_size=args.batch_size, temperature=args.temperature, progress=not args.quiet)
     doc["run"]["settings"] = _settings(args)
-    out = report.write_hidden_states_report(doc, args.out)
+    out = report.write_hidden_states_report(doc, args.out, overwrite=args.overwrite)
     if args.json:
         print(report.to_json(doc))
     elif not args.quiet:

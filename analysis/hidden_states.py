@@ -144,23 +144,35 @@ def load_rollouts(path: str | os.PathLike) -> list[dict[str, Any]]:
       the prompt with the tokenizer's special tokens, the completion without);
     * ``correct`` (true/false), or ``reward`` (a number; correct iff ``reward > 0``).
 
-    Blank lines are skipped.  Raises ``ValueError`` naming the line that is not valid.
+    Blank lines are skipped.  Raises ``ValueError`` naming the file and the line that is not
+    valid (also for text that is not UTF-8).
     """
+    return _read_rollouts(path)[0]
+
+
+def _read_rollouts(path: str | os.PathLike) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of a rollouts file and where each comes from (``rollouts line N of 'FILE'``)."""
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"rollouts must be a JSONL file, got {str(path)!r} (not a file)")
-    out = []
-    for ln, line in enumerate(p.read_text().splitlines(), 1):
+    out, where = [], []
+    for ln, raw in enumerate(p.read_bytes().splitlines(), 1):
+        at = f"rollouts line {ln} of {str(p)!r}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{at} is not UTF-8 text ({err.reason} at byte {err.start})") from None
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ValueError(f"rollouts line {ln} of {str(p)!r} is not valid JSON: {err}") from None
-        out.append(_check_record(rec, f"rollouts line {ln} of {str(p)!r}"))
+            raise ValueError(f"{at} is not valid JSON: {err}") from None
+        out.append(_check_record(rec, at))
+        where.append(at)
     if not out:
         raise ValueError(f"rollouts file {str(p)!r} holds no rollouts")
-    return out
+    return out, where
 
 
 def _check_record(rec: Any, where: str) -> dict[str, Any]:
@@ -191,11 +203,11 @@ def _check_record(rec: Any, where: str) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ the pass
-def _tokenize(rollouts: Sequence[Mapping[str, Any]], tok: Any, where: str) -> list[tuple[list[int], int, bool]]:
-    recs = [_check_record(r, f"{where}[{i}]") for i, r in enumerate(rollouts)]
+def _tokenize(rollouts: Sequence[Mapping[str, Any]], tok: Any, where: Sequence[str]) -> list[tuple[list[int], int, bool]]:
+    recs = [_check_record(r, w) for r, w in zip(rollouts, where)]
     text = [i for i, r in enumerate(recs) if "prompt_ids" not in r]
     if text and tok is None:
-        raise ValueError(f"tokenizer: {where}[{text[0]}] has text, not token ids, and no tokenizer was "
+        raise ValueError(f"tokenizer: {where[text[0]]} has text, not token ids, and no tokenizer was "
                          f"found; pass tokenizer= (a tokenizer directory)")
     if text:  # one batched call each for prompts and completions
         P = tok([recs[i]["prompt"] for i in text])["input_ids"]
@@ -250,9 +262,9 @@ def geometry(checkpoint: str, rollouts: str | Sequence[Mapping[str, Any]], *, to
     checks.choice("dtype", dtype, DTYPES)
     ck = open_checkpoint(checkpoint, "checkpoint")
     dev = resolve_device(device)
-    seqs, tok_dir = _sequences(checkpoint, rollouts, tokenizer)
-    model, head = _load_model(ck, dev, dtype)
-    usable = _usable(seqs, model, head)
+    seqs, tok_dir, where = _sequences(checkpoint, rollouts, tokenizer)
+    model, head = _load_model(ck, dev, dtype, progress)
+    usable = _usable(seqs, model, head, where)
     acc = _forward(model, head, usable, dev, batch_size, temperature, progress)
     stats = _per_outcome(acc)
     clt = _clt(stats)
@@ -286,21 +298,27 @@ def geometry(checkpoint: str, rollouts: str | Sequence[Mapping[str, Any]], *, to
 
 # ---------------------------------------------------------------- phases
 def _sequences(checkpoint: str, rollouts: Any, tokenizer: str | None) -> tuple[list[tuple[list[int], int, bool]],
-                                                                                  str | None]:
-    """Load and tokenize the rollouts: ``[(ids, prompt length, correct)]`` and the tokenizer used."""
+                                                                                  str | None, list[str]]:
+    """Load and tokenize the rollouts: ``[(ids, prompt length, correct)]``, the tokenizer used,
+    and where each rollout comes from (for messages)."""
     if isinstance(rollouts, (str, os.PathLike)):
-        recs = load_rollouts(rollouts)
+        recs, where = _read_rollouts(rollouts)
     else:
         recs = list(rollouts)
         if not recs:
             raise ValueError("rollouts must hold at least one rollout")
+        where = [f"{_WHERE}[{i}]" for i in range(len(recs))]
     tok_dir = tokenizer if tokenizer is not None else (checkpoint if has_tokenizer(checkpoint) else None)
     tok = load_tokenizer(tok_dir, "tokenizer", transformers=True) if tok_dir is not None else None
-    return _tokenize(recs, tok, _WHERE), tok_dir
+    seqs = _tokenize(recs, tok, where)
+    if tok is not None:  # tokenized text: an id beyond the model is the tokenizer's fault
+        where = [w if "prompt_ids" in r else f"{w} (tokenized with {str(tok_dir)!r})" for r, w in zip(recs, where)]
+    return seqs, tok_dir, where
 
 
-def _load_model(ck: Any, dev: torch.device, dtype: str) -> tuple[Any, Any]:
-    """The causal LM on ``dev`` in eval mode, and its output head."""
+def _load_model(ck: Any, dev: torch.device, dtype: str, progress: bool = True) -> tuple[Any, Any]:
+    """The causal LM on ``dev`` in eval mode, and its output head (transformers' loading bar
+    only with ``progress``)."""
     try:
         from transformers import AutoModelForCausalLM
     except ImportError:  # pragma: no cover
@@ -309,25 +327,43 @@ def _load_model(ck: Any, dev: torch.device, dtype: str) -> tuple[Any, Any]:
         tdt = torch.float32 if dev.type == "cpu" else "auto"
     else:
         tdt = getattr(torch, dtype)
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    if not progress:
+        hf_logging.disable_progress_bar()
     try:
         model = AutoModelForCausalLM.from_pretrained(str(ck.path), dtype=tdt, local_files_only=True)
     except Exception as err:
         raise ValueError(f"checkpoint: transformers could not load a causal LM from {str(ck.path)!r}: {err}") \
             from None
+    finally:
+        if shown and not progress:
+            hf_logging.enable_progress_bar()
+    for name, t in model.state_dict().items():  # NaN/Inf weights would give NaN geometry: refuse by name
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            info = ck.tensors.get(name)
+            where = f" in file {str(info.file)!r}" if info is not None else f" of {str(ck.path)!r}"
+            n_nan = int(torch.isnan(t).sum())
+            raise ValueError(f"{ck.label}: tensor {name!r}{where} holds non-finite values: {n_nan} NaN and "
+                             f"{int((~torch.isfinite(t)).sum()) - n_nan} Inf (of {t.numel()} entries)")
     model.to(dev).eval()
     return model, model.get_output_embeddings()
 
 
-def _usable(seqs: list[tuple[list[int], int, bool]], model: Any, head: Any) -> list[tuple[list[int], int, bool]]:
-    """Refuse sequences the model cannot read; keep those with a non-empty prompt and completion."""
+def _usable(seqs: list[tuple[list[int], int, bool]], model: Any, head: Any,
+            where: Sequence[str] | None = None) -> list[tuple[list[int], int, bool]]:
+    """Refuse sequences the model cannot read (naming where each comes from); keep those with a
+    non-empty prompt and completion."""
+    where = [f"{_WHERE}[{i}]" for i in range(len(seqs))] if where is None else where
     V = int(head.weight.shape[0])
     max_pos = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
     for i, (ids, _, _) in enumerate(seqs):
         if max_pos is not None and len(ids) > max_pos:
-            raise ValueError(f"{_WHERE}[{i}]: sequence of {len(ids)} tokens exceeds the model's "
+            raise ValueError(f"{where[i]}: sequence of {len(ids)} tokens exceeds the model's "
                              f"max_position_embeddings = {max_pos}")
         if ids and max(ids) >= V:
-            raise ValueError(f"{_WHERE}[{i}]: token id {max(ids)} is outside the vocabulary (size {V})")
+            raise ValueError(f"{where[i]}: token id {max(ids)} is outside the vocabulary (size {V})")
     return [s for s in seqs if len(s[0]) - s[1] >= 1 and s[1] >= 1]
 
 

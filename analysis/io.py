@@ -36,8 +36,10 @@ __all__ = ["atomic_write", "atomic_write_text", "write_json", "atomic_dir", "che
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     """Call ``write(tmp)`` on a temporary file in ``path``'s folder, then rename it to ``path``.
 
-    On any error the temporary file is removed and ``path`` is left as it was.  The file
-    gets the usual 0644 permissions (``mkstemp`` creates 0600).  Returns ``Path(path)``.
+    On any error the temporary file is removed and ``path`` is left as it was; an ``OSError``
+    that names no file (a full disk reports none) is re-raised naming ``path``, so that the
+    runner's one-line message says where.  The file gets the usual 0644 permissions
+    (``mkstemp`` creates 0600).  Returns ``Path(path)``.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -46,9 +48,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
         write(tmp)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror or str(err), str(path)) from err
         raise
     return path
 
@@ -71,9 +75,10 @@ def atomic_dir(out: str | os.PathLike, build: Callable[[Path], Any], *,
     after the rename).  ``markers``: when given, an existing non-empty ``out`` must contain one
     of these files (it is an earlier output of the same kind), otherwise ``ValueError`` — so
     that a typo never replaces an unrelated directory.  On any error the temporary directory is
-    removed and ``out`` is left as it was.
+    removed and ``out`` is left as it was; an ``OSError`` about a file inside the temporary
+    directory is re-raised naming the file under ``out`` (the name the user knows).
     """
-    out = Path(out)
+    out = Path(os.path.abspath(out))  # "." and "x/.." name their folder, which can be renamed
     if out.exists():
         if not out.is_dir():
             raise ValueError(f"out must be a directory path, got {str(out)!r} (an existing file)")
@@ -92,8 +97,11 @@ def atomic_dir(out: str | os.PathLike, build: Callable[[Path], Any], *,
         os.replace(tmp, out)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
+        name = getattr(err, "filename", None) if isinstance(err, OSError) else None
+        if isinstance(name, str) and name.startswith(str(tmp) + os.sep) and err.errno is not None:
+            raise OSError(err.errno, err.strerror or str(err), str(out) + name[len(str(tmp)):]) from err
         raise
     return out
 
@@ -109,10 +117,11 @@ def check_out(out: Any, *, kind: str = "directory", markers: Sequence[str] | Non
               overwrite: bool = False, arg: str = "out") -> Path:
     """Refuse an output location before any work starts; return it as a ``Path``.
 
-    ``kind="directory"``: ``out`` must not be an existing file; an existing non-empty directory
-    is accepted only if it holds one of ``markers`` (an earlier output of the same command,
-    replaced atomically at the end) or ``overwrite`` is true.  ``kind="file"``: ``out`` must not
-    be an existing directory.  For both, no component of the path may be a file, and the folder
+    ``kind="directory"``: ``out`` must not be an existing file, nor the working directory or a
+    folder holding it; an existing non-empty directory is accepted only if it holds one of
+    ``markers`` (an earlier output of the same command, replaced atomically at the end) or
+    ``overwrite`` is true (then it is replaced whole).  ``kind="file"``: ``out`` must not be an
+    existing directory.  For both, no component of the path may be a file, and the folder
     that will receive it must be writable (probed with a real temporary file, so a read-only
     file system and missing permissions are found as such).  Messages start with ``arg``.
 
@@ -140,6 +149,10 @@ def check_out(out: Any, *, kind: str = "directory", markers: Sequence[str] | Non
         raise ValueError(f"{arg}: {str(path)!r} is an existing file; give a directory path")
     if kind == "file" and path.is_dir():
         raise ValueError(f"{arg}: {str(path)!r} is an existing directory; give a file path")
+    if kind == "directory":
+        here, there = Path.cwd().resolve(), Path(os.path.abspath(path)).resolve()
+        if there == here or there in here.parents:  # replacing it would pull the folder from under us
+            raise ValueError(f"{arg}: {str(path)!r} is the working directory or holds it; give a new directory")
     base = _nearest_existing(path.parent if kind == "file" else path)
     if not base.is_dir():
         raise ValueError(f"{arg}: {str(path)!r} lies under the file {str(base)!r}")

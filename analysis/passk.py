@@ -76,11 +76,24 @@ __all__ = [
 # Every check is rlvr_theory.checks (one policy: integral floats and numpy integers are
 # integers, bool is not a number, NaN refused); these two only pick the scalar or the array
 # form of a check.
+_INT64_MAX = (1 << 63) - 1    # counts are int64: a larger one is refused by value, not overflowed
+
+
 def _ints(name: str, x: Any, low: int, high: int | None = None) -> np.ndarray:
-    """Integers in ``[low, high]``: a scalar or an array of them, as int64."""
+    """Integers in ``[low, high]``: a scalar or an array of them, as int64 (a value above
+    2^63 − 1 is refused by value, never wrapped around)."""
     if x is None or np.isscalar(x):
-        return np.asarray(checks.integer(name, x, low=low, high=high), dtype=np.int64)
-    return checks.array(name, x, integer=True, low=low, high=high, nonempty=True).astype(np.int64)
+        v = checks.integer(name, x, low=low, high=high)
+        if v > _INT64_MAX:
+            raise ValueError(f"{name} must be an integer <= 2^63 - 1 = {_INT64_MAX} (int64), got {v}")
+        return np.asarray(v, dtype=np.int64)
+    arr = checks.array(name, x, integer=True, low=low, high=high, nonempty=True)
+    # float64 / uint64 arrays: compare with 2^63 exactly (2^63 − 1 rounds up to it in float64)
+    big = arr >= 2.0 ** 63 if arr.dtype.kind == "f" else arr > np.uint64(_INT64_MAX) if arr.dtype.kind == "u" else None
+    if big is not None and np.any(big):
+        raise ValueError(f"{name} must contain only integers <= 2^63 - 1 = {_INT64_MAX} (int64), "
+                         f"got {int(np.max(arr))}")
+    return arr.astype(np.int64)
 
 
 def _reals(name: str, x: Any, low: float | None = None, high: float | None = None, *,
@@ -523,10 +536,26 @@ def _grouped(c: np.ndarray, nn: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return arr[:, 0], arr[:, 1], counts
 
 
+_HIST_MAX = 1 << 24   # "mle": the histogram MSE is reported only up to this many bins (else inf)
+
+
 def _histogram(c: np.ndarray, nn: np.ndarray, method: str) -> np.ndarray:
+    """The fraction of problems with x successes, x = 0..n; refused (with the memory it would
+    take) where the arrays over 0..n cannot fit."""
     if np.any(nn != nn[0]):
         raise ValueError(f"method={method!r} needs the same n for every problem (a histogram over 0..n)")
+    from .runtime import check_memory
+
+    check_memory(4 * 8 * (int(nn[0]) + 1), f"method={method!r} (arrays over x = 0..n, n = {int(nn[0])})")
     return np.bincount(c, minlength=int(nn[0]) + 1) / c.size
+
+
+def _with_histogram(c: np.ndarray, nn: np.ndarray, method: str) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(h, x)`` over ``x = 0..n`` for the MSE: always for ``"mse"``; for ``"mle"`` (where
+    the MSE is only reported) when every problem has the same ``n <= 2^24``."""
+    if method == "mse" or (np.all(nn == nn[0]) and int(nn[0]) < _HIST_MAX):
+        return _histogram(c, nn, method), np.arange(int(nn[0]) + 1)
+    return None, None
 
 
 @dataclass(frozen=True)
@@ -535,7 +564,8 @@ class BetaBinomialFit:
 
     ``loglik`` is the log-likelihood of the counts at the fit, ``mse`` the mean squared
     error of the fitted pmf against the empirical histogram over ``x = 0..n`` (NaN-free:
-    ``inf`` when the problems have different ``n``).
+    ``inf`` when the problems have different ``n``, or, for an MLE fit, ``n > 2^24``: the
+    likelihood needs no array over ``0..n``, so a huge ``n`` fits in O(problems)).
     """
 
     a: float
@@ -608,8 +638,7 @@ def fit_beta_binomial(successes: ArrayLike, n: ArrayLike, *, method: str = "mle"
     z0 = np.clip(np.log(_moment_start(c, nn)), *lb)
     res = optimize.minimize(nll, z0, bounds=[tuple(lb)] * 2, **_MIN_OPTS)
     z = res.x
-    hist = _histogram(c, nn, method) if method == "mse" or np.all(nn == nn[0]) else None
-    xs = np.arange(int(nn[0]) + 1)
+    hist, xs = _with_histogram(c, nn, method)
     if method == "mse":
         def mse(z):
             return float(np.mean((hist - np.exp(_bb_logpmf(xs, nn[0], math.exp(z[0]), math.exp(z[1])))) ** 2))
@@ -708,8 +737,7 @@ def fit_beta_mixture(successes: ArrayLike, n: ArrayLike, *, method: str = "mle",
         if best is None or res.fun < best.fun:
             best = res
     z = best.x
-    xs = np.arange(int(nn[0]) + 1)
-    hist = _histogram(c, nn, method) if method == "mse" or np.all(nn == nn[0]) else None
+    hist, xs = _with_histogram(c, nn, method)
     if method == "mse":
         def mse(z):
             return float(np.mean((hist - np.exp(_mix_logpmf(z, nn[0], xs))) ** 2))
@@ -735,8 +763,11 @@ def _subsample_means(c: np.ndarray, nn: np.ndarray, m: int, ks: np.ndarray, iter
     drawn without replacement from problem i's ``n_i`` — the same law as drawing the
     answers themselves.  ``pass@k(m, ·, k)`` is looked up in a table over 0..m.
     """
+    from .runtime import check_memory
+
     P = c.size
     w = np.full(P, 1.0 / P) if weights is None else weights
+    check_memory(8 * (ks.size + 2) * (m + 1), f"the pass@k table over 0..m (m = {m}, {ks.size} values of k)")
     table = pass_at_k(m, np.arange(m + 1)[None, :], ks[:, None])  # [K, m+1]
     chunk = max(1, chunk_elems // (P * ks.size))
     done = 0

@@ -31,10 +31,14 @@ from rlvr_theory.serialize import dumps, fmt_number
 from .io import atomic_dir, atomic_write, atomic_write_text
 
 __all__ = ["write_report", "write_hidden_states_report", "to_json", "render_markdown", "render_html",
-           "REPORT_FILES"]
+           "REPORT_FILES", "REPORT_MARKERS", "HIDDEN_STATES_MARKERS"]
 
 #: files every diff report holds (PNGs come in addition)
 REPORT_FILES = ("report.md", "report.html", "report.json")
+#: a non-empty directory holding one of these is an earlier diff report (replaced without --overwrite)
+REPORT_MARKERS = ("report.json",)
+#: ... an earlier hidden-state report (or diff report) directory
+HIDDEN_STATES_MARKERS = ("hidden_states.json", "report.json")
 
 Block = tuple  # ("h2", text) | ("p", text) | ("table", headers, rows) | ("img", file, caption)
 
@@ -416,12 +420,14 @@ def _blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:
     return page.blocks, page.images
 
 
-def write_report(doc: dict, out: str | os.PathLike) -> Path:
+def write_report(doc: dict, out: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write ``report.md``, ``report.html``, ``report.json`` and the PNGs of a
     :func:`analysis.weight_diff.diff` document into directory ``out`` (atomically).
 
     ``out`` may not exist yet, be empty, or be a previous report directory (replaced
-    when the new one is complete); anything else is refused with a ``ValueError``.
+    when the new one is complete); anything else is refused with a ``ValueError`` unless
+    ``overwrite`` (then it is replaced whole).  A write the system refuses (disk full)
+    raises ``OSError`` naming the file and leaves ``out`` as it was.
     """
     if not isinstance(doc, dict) or "checkpoints" not in doc or not doc["checkpoints"]:
         raise ValueError("doc must be the dict returned by analysis.weight_diff.diff")
@@ -435,7 +441,7 @@ def write_report(doc: dict, out: str | os.PathLike) -> Path:
         atomic_write_text(tmp / "report.html", render_html(title, blocks, images))
         atomic_write_text(tmp / "report.json", to_json(doc))
 
-    return atomic_dir(out, build, markers=("report.json",))
+    return atomic_dir(out, build, markers=None if overwrite else REPORT_MARKERS)
 
 
 # ------------------------------------------------------------ hidden states
@@ -475,9 +481,10 @@ def _hidden_blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:
     return B, images
 
 
-def write_hidden_states_report(doc: dict, out: str | os.PathLike) -> Path:
+def write_hidden_states_report(doc: dict, out: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write ``hidden_states.md``, ``.html``, ``.json`` and ``hidden_states.png`` of an
-    :func:`analysis.hidden_states.geometry` document into ``out`` (atomically)."""
+    :func:`analysis.hidden_states.geometry` document into ``out`` (atomically; ``out`` as
+    for :func:`write_report`)."""
     if not isinstance(doc, dict) or "rho_perp" not in doc:
         raise ValueError("doc must be the dict returned by analysis.hidden_states.geometry")
     blocks, images = _hidden_blocks(doc)
@@ -490,4 +497,4 @@ def write_hidden_states_report(doc: dict, out: str | os.PathLike) -> Path:
         atomic_write_text(tmp / "hidden_states.html", render_html(title, blocks, images))
         atomic_write_text(tmp / "hidden_states.json", to_json(doc))
 
-    return atomic_dir(out, build, markers=("hidden_states.json", "report.json"))
+    return atomic_dir(out, build, markers=None if overwrite else HIDDEN_STATES_MARKERS)

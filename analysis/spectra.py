@@ -82,6 +82,11 @@ Conventions
   exactly rank-1 matrix over the bound by one ulp).  ``s1_s2`` is ``inf`` when
   ``σ_2 = 0`` exactly or ``d = 1``.
 * The ratio metrics are undefined for the zero matrix and raise a ``ValueError``.
+* Magnitude: a matrix whose squares would leave the float64 range (entries above ``1e100``
+  or below ``1e-100``, subnormals included) is multiplied by a power of two ``2^e`` (exact;
+  ``ldexp``, so ``2^1074`` is never formed) before any square, Gram matrix or SVD, on every
+  path, and the results are multiplied back by ``2^-e``.  A Frobenius norm beyond the largest
+  float64 is refused (``ValueError``: "W is too large ...").
 * ``device="auto"``: the device of a CUDA tensor; else CUDA when
   ``torch.cuda.is_available()`` and the matrix has more than 2^20 entries (smaller ones
   stay on the CPU, where the transfer would cost more than the work); else the CPU.
@@ -129,6 +134,7 @@ _TRUST = 1e-3               # Gram values below _TRUST × (scale) are refined
 _FLOOR = 1e-13              # stop refining below _FLOOR × σ_1 (float64 noise floor)
 _MAX_LEVELS = 4
 _SAFE = (1e-100, 1e100)     # entry magnitudes whose squares and sums stay normal in float64
+_FLOAT64_MAX = float(np.finfo(np.float64).max)
 _TORCH_ON_CPU = False       # tests only: run the torch (CUDA) code path on CPU tensors
 
 
@@ -298,6 +304,24 @@ def _cat_cummin(a: Arr, b: Arr) -> Arr:
     return np.minimum.accumulate(np.concatenate([a, b]))
 
 
+def _ldexp(x: Any, e: int) -> Any:
+    """``x · 2**e``, exact (unless the result is subnormal), for any ``e``: also where ``2**e``
+    itself is not a float64 (a subnormal matrix needs ``e`` up to 1074)."""
+    if e == 0:
+        return x
+    if isinstance(x, torch.Tensor):  # torch.ldexp forms 2**e: two steps keep each factor finite
+        h = e // 2
+        return x * math.ldexp(1.0, h) * math.ldexp(1.0, e - h)
+    if isinstance(x, np.ndarray):
+        return np.ldexp(x, e)
+    return math.ldexp(float(x), e)
+
+
+def _shift_for(amax: float) -> int:
+    """The power of two ``e`` that brings ``amax > 0`` into ``[0.5, 1)``: ``amax·2**e``."""
+    return -math.frexp(amax)[1]
+
+
 def _to_np(x: Arr | None) -> np.ndarray | None:
     if x is None:
         return None
@@ -317,7 +341,7 @@ class _Stream:
         self.transposed = W.shape[0] < W.shape[1]
         self.m, self.n = _shape(W)[::-1] if self.transposed else _shape(W)
         self.rows = block_rows or max(1, _BLOCK_ELEMS // self.n)
-        self.scale = 1.0
+        self.shift = 0  # the arithmetic runs on A·2**shift (rescale_if_needed)
 
     def raw_blocks(self) -> Iterator[tuple[slice, Matrix]]:
         for i in range(0, self.m, self.rows):
@@ -334,7 +358,7 @@ class _Stream:
             if isinstance(part, np.ndarray):
                 part = _np_to_torch(part)
             blk = part.to(self.dev).to(torch.float64)
-        return blk * self.scale if self.scale != 1.0 else blk
+        return _ldexp(blk, self.shift)
 
     def blocks(self, desc: str) -> Iterator[tuple[slice, Arr]]:
         it: Any = self.raw_blocks()
@@ -366,7 +390,7 @@ class _Stream:
             amax = max(amax, a)
         if amax == 0.0:
             return False
-        self.scale = math.ldexp(1.0, -math.frexp(amax)[1])
+        self.shift = _shift_for(amax)
         return True
 
     def gram(self) -> tuple[Arr, float]:
@@ -499,17 +523,27 @@ def _direct(W: Matrix, dev: torch.device, k: int | None, r: int) -> tuple:
         raise ValueError("W must contain only finite values (found NaN or inf)")
     if amax == 0.0:
         return None, 0.0, None, None
-    scale = math.ldexp(1.0, -math.frexp(amax)[1])
-    A = A * scale
-    fro = math.sqrt(float((A * A).sum())) / scale
+    shift = _shift_for(amax)
+    A = _ldexp(A, shift)
+    fro = math.sqrt(float((A * A).sum()))
     if r > 0:
         U, s, V = _svd(A)
         U, V = U[:, :r], V[:, :r]
     else:
         s = torch.linalg.svdvals(A) if isinstance(A, torch.Tensor) else np.linalg.svd(A, compute_uv=False)
         U = V = None
-    s = s / scale
+    s, fro = _unscale(s, fro, shift)
     return (s if k is None else s[:k]), fro, U, V
+
+
+def _unscale(s: Arr, fro: float, shift: int) -> tuple[Arr, float]:
+    """Singular values and norm of ``A·2**shift`` back to those of ``A``; refuse a norm beyond
+    the float64 range (the ratio metrics would be inf/inf)."""
+    if math.frexp(fro)[1] - shift > 1024:
+        raise ValueError(f"W is too large: its Frobenius norm is about 2^{math.log2(fro) - shift:.1f}, beyond "
+                         f"the largest float64 ({_FLOAT64_MAX:.4g}); divide it by a power of two first")
+    with np.errstate(under="ignore"):
+        return _ldexp(s, -shift), math.ldexp(fro, -shift)
 
 
 def _fix_signs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -568,7 +602,8 @@ def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = 
     ValueError
         ``W`` not a non-empty finite real 2-D matrix; ``k``, ``n_vectors``, ``method``,
         ``device``, ``n_iter``, ``n_oversamples``, ``seed`` or ``block_rows`` out of range;
-        ``n_vectors > 0`` for the zero matrix (its singular vectors are undefined).
+        ``n_vectors > 0`` for the zero matrix (its singular vectors are undefined); ``‖W‖_F``
+        beyond the largest float64 (``W is too large: ...``).
 
     Examples
     --------
@@ -611,9 +646,9 @@ def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = 
         else:
             gen = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
             s, fro2, U, V = _randomized(st, k, r, n_iter, n_oversamples, gen)  # type: ignore[arg-type]
-        fro = math.sqrt(fro2) / st.scale
+        fro = math.sqrt(fro2)
         if s is not None:
-            s = s / st.scale
+            s, fro = _unscale(s, fro, st.shift)
     if s is None:  # the zero matrix
         if r > 0:
             raise ValueError("n_vectors must be 0 for the zero matrix W: its singular vectors are undefined")

@@ -81,6 +81,7 @@ N_TOP_TOKENS = 20
 N_QUANTILES = 201
 _CHUNK = 1 << 17            # float64 accumulation chunk on the CPU (entries): 1.6 MiB of temporaries
 _CHUNK_CUDA = 1 << 24       # on CUDA: fewer kernel launches (128 MiB of float64 temporaries)
+_SS_SAFE = (1e-200, 1e200)  # float64 sums of squares that lost nothing to underflow or overflow
 _SPECTRA_BLOCK = 8          # analysis.spectra's float64 row blocks: at most 1/8 of the matrix ...
 _SPECTRA_MAX_ELEMS = 1 << 23  # ... and at most its default 64 MiB
 _TORCH_ON_CPU = False       # tests only: run the torch (CUDA) code path on CPU tensors
@@ -130,11 +131,49 @@ class _Ops:
             return d.sub_(b.to(d.dtype))
         if b.dtype == np.float64 and d.dtype != np.float64:
             d = d.astype(np.float64)
-        np.subtract(d, b, out=d, casting="unsafe")
+        with np.errstate(over="ignore"):  # an overflowing ΔW is refused by name in _measure
+            np.subtract(d, b, out=d, casting="unsafe")
         return d
 
     def stats(self, x: Any, counts: bool = True) -> tuple[float, list[int]]:
-        """``(Σ x², [#{|x| > tol} for tol in TOLERANCES])`` with float64 sums."""
+        """``(‖x‖₂, [#{|x| > tol} for tol in TOLERANCES])`` from float64 sums of squares.
+
+        A sum of squares outside ``[1e-200, 1e200]`` (entries below ~1e-154 or above ~1e154,
+        possible in float64 checkpoints) is summed again on ``x·2**-e`` (``2**e`` above the
+        largest ``|x|``, exact), so that the norm of a tiny ``ΔW`` is not 0 and that of a huge
+        one not inf; ``inf`` only when the norm itself exceeds the float64 range."""
+        ss, cnt = self._sumsq(x, counts)
+        if _SS_SAFE[0] <= ss <= _SS_SAFE[1] or (ss == 0.0 and counts and cnt[0] == 0):
+            return math.sqrt(ss), cnt
+        return self._scaled_norm(x), cnt
+
+    def _scaled_norm(self, x: Any) -> float:
+        flat = x.reshape(-1)
+        n = int(flat.numel() if self.torch else flat.size)
+        step = _CHUNK_CUDA if self.torch and flat.device.type != "cpu" else _CHUNK
+        parts = [flat[i:i + step] for i in range(0, n, step)]
+        if self.torch:
+            amax = max((float(p.abs().max()) for p in parts), default=0.0)
+        else:
+            amax = max((float(np.max(np.abs(p))) for p in parts), default=0.0)
+        if amax == 0.0 or not math.isfinite(amax):
+            return amax
+        e = math.frexp(amax)[1]
+        ss = 0.0
+        for p in parts:
+            if self.torch:
+                q = p.to(torch.float64) * math.ldexp(1.0, -(e // 2)) * math.ldexp(1.0, e // 2 - e)
+                ss += float(torch.dot(q, q))
+            else:
+                q = np.ldexp(p.astype(np.float64), -e)
+                ss += float(np.dot(q, q))
+        try:
+            return math.ldexp(math.sqrt(ss), e)
+        except OverflowError:
+            return math.inf
+
+    def _sumsq(self, x: Any, counts: bool) -> tuple[float, list[int]]:
+        """``(Σ x², counts)`` with plain float64 sums (may under/overflow: see :meth:`stats`)."""
         ths = self.t32 if x.dtype in (np.float32, torch.float32) else list(TOLERANCES)
         flat = x.reshape(-1)
         if self.torch:
@@ -154,29 +193,35 @@ class _Ops:
         for i in range(0, flat.size, _CHUNK):
             part = flat[i:i + _CHUNK]
             p64 = part.astype(np.float64)
-            s += float(np.dot(p64, p64))
+            with np.errstate(over="ignore", under="ignore"):  # out of range: summed again, scaled
+                s += float(np.dot(p64, p64))
             if counts:
                 a = np.abs(part)
                 for j, t in enumerate(ths):
                     cnt[j] += int(np.count_nonzero(a > t))
         return s, cnt
 
-    def gram(self, rows: list[Any]) -> np.ndarray:
-        """``M Mᵀ`` (float64) for ``M`` = the flattened arrays of ``rows`` stacked."""
+    def gram(self, rows: list[Any], shifts: Sequence[int] | None = None) -> np.ndarray:
+        """``S M Mᵀ S`` (float64) for ``M`` = the flattened arrays of ``rows`` stacked and
+        ``S = diag(2**-shifts)`` (exact; with ``shifts`` from each row's norm no product
+        under- or overflows, see :func:`_aligned_sum`)."""
         n = len(rows)
         flats = [r.reshape(-1) for r in rows]
         size = int(flats[0].numel() if self.torch else flats[0].size)
         step = max(1, _CHUNK // n)
+        sh = [0] * n if shifts is None else [int(x) for x in shifts]
         if self.torch:
             G = torch.zeros(n, n, dtype=torch.float64, device=flats[0].device)
             for i in range(0, size, step):
-                M = torch.stack([f[i:i + step].to(torch.float64) for f in flats])
+                M = torch.stack([f[i:i + step].to(torch.float64) * math.ldexp(1.0, -(e // 2))
+                                 * math.ldexp(1.0, e // 2 - e) for f, e in zip(flats, sh)])
                 G += M @ M.T
             return G.cpu().numpy()
         G = np.zeros((n, n))
-        for i in range(0, size, step):
-            M = np.stack([f[i:i + step].astype(np.float64) for f in flats])
-            G += M @ M.T
+        with np.errstate(under="ignore"):
+            for i in range(0, size, step):
+                M = np.stack([np.ldexp(f[i:i + step].astype(np.float64), -e) for f, e in zip(flats, sh)])
+                G += M @ M.T
         return G
 
     def nbytes(self, shape: Sequence[int]) -> int:
@@ -315,8 +360,8 @@ class _Run:
         self.pairs = {p.name: p for p in pairs}
         self.records: list[dict[str, Any]] = []
         self.vectors: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        self.sumsq = 0.0
-        self.base_sumsq = 0.0
+        self.l2 = 0.0       # ‖ΔW‖ over the tensors seen (accumulated as norms: no under/overflow)
+        self.base_l2 = 0.0
         self.count = 0
         self.above = [0] * len(TOLERANCES)
         self.head: dict[str, Any] | None = None
@@ -426,7 +471,7 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     n = len(runs)
     names = [p.name for p in all_pairs[0]]
     budget = max(ops.nbytes(p.compared_shape) for p in all_pairs[0])
-    cross = {nm: np.zeros((n, n)) for nm in names} if n >= 2 else None
+    cross = {nm: (np.zeros((n, n)), [0] * n) for nm in names} if n >= 2 else None
 
     bar = None
     if progress:
@@ -439,15 +484,15 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         for name in names:
             rows_needed = max(r.pairs[name].rows for r in runs)
             B = ops.load(b, name, 0, rows_needed)
-            base_ss: dict[int, float] = {}
+            base_l2: dict[int, float] = {}
             fits = n * ops.nbytes(runs[0].pairs[name].compared_shape) <= budget
             keep: list[Any] | None = [] if n >= 2 and fits else None
             for r in runs:
                 p = r.pairs[name]
-                if p.rows not in base_ss:
-                    base_ss[p.rows] = ops.stats(B[:p.rows], counts=False)[0]
+                if p.rows not in base_l2:
+                    base_l2[p.rows] = ops.stats(B[:p.rows], counts=False)[0]
                 D = ops.sub_(ops.load(r.ck, name, 0, p.rows), B[:p.rows])
-                _measure(r, p, D, base_ss[p.rows], ops, dev, top_k, layers, full_spectrum, vectors=n >= 2)
+                _measure(r, p, D, base_l2[p.rows], ops, dev, top_k, layers, full_spectrum, vectors=n >= 2)
                 if keep is not None:
                     keep.append(D)
                 del D
@@ -455,9 +500,9 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
                     bar.update(1)
             if cross is not None:
                 if keep is not None and len({r.pairs[name].rows for r in runs}) == 1:
-                    cross[name] = ops.gram(keep)
+                    cross[name] = (ops.gram(keep, _shifts(runs)), _shifts(runs))
                 else:
-                    cross[name] = _blocked_gram(runs, name, B, ops)
+                    cross[name] = (_blocked_gram(runs, name, B, ops), _shifts(runs))
             del keep, B
     finally:
         stack.close()
@@ -486,9 +531,31 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     return doc
 
 
+def _shifts(runs: list[_Run]) -> list[int]:
+    """Per run, the power of two just above the norm of its latest ``ΔW`` (0 for ``ΔW = 0``)."""
+    return [math.frexp(r.records[-1]["l2"])[1] for r in runs]
+
+
+def _aligned_sum(parts: list[tuple[np.ndarray, list[int]]]) -> np.ndarray:
+    """``Σ_t 2**(s_a+s_b) G_t[a, b]`` for scaled Grams ``(G_t, s)``, itself scaled per run by
+    ``2**-(E_a+E_b)``, ``E`` the largest shift of each run: cosines are unchanged by a per-run
+    scale, and neither tiny nor huge ``ΔW`` (float64 checkpoints) under- or overflows."""
+    S = np.array([s for _, s in parts], dtype=np.int64)
+    live = np.array([np.diag(G) > 0 for G, _ in parts])      # a ΔW = 0 sets no scale
+    E = np.where(live, S, -(1 << 40)).max(axis=0)
+    E = np.where(live.any(axis=0), E, 0)
+    total = np.zeros_like(parts[0][0])
+    with np.errstate(under="ignore"):
+        for G, s in parts:
+            d = np.asarray(s, dtype=np.int64) - E
+            total += np.ldexp(G, (d[:, None] + d[None, :]).astype(np.int32))
+    return total
+
+
 def _blocked_gram(runs: list[_Run], name: str, B: Any, ops: _Ops) -> np.ndarray:
-    """Pairwise ``<ΔW_a, ΔW_b>`` over the rows common to all runs, re-reading row blocks
-    so that the ``n`` blocks together take about one tensor of memory."""
+    """Pairwise ``<ΔW_a, ΔW_b>`` over the rows common to all runs (scaled as :meth:`_Ops.gram`
+    with :func:`_shifts`), re-reading row blocks so that the ``n`` blocks together take about
+    one tensor of memory."""
     n = len(runs)
     rows = min(r.pairs[name].rows for r in runs)
     shape = runs[0].pairs[name].shape
@@ -498,27 +565,32 @@ def _blocked_gram(runs: list[_Run], name: str, B: Any, ops: _Ops) -> np.ndarray:
         step = max(1, rows // n)
         blocks = [(i, min(i + step, rows)) for i in range(0, rows, step)]
     G = np.zeros((n, n))
+    sh = _shifts(runs)
     for lo, hi in blocks:
         Ds = [ops.sub_(ops.load(r.ck, name, lo, hi), B[lo:hi]) for r in runs]
-        G += ops.gram(Ds)
+        G += ops.gram(Ds, sh)
         del Ds
     return G
 
 
-def _measure(r: _Run, p: TensorPair, D: Any, base_ss: float, ops: _Ops, dev: torch.device,
+def _measure(r: _Run, p: TensorPair, D: Any, base_l2: float, ops: _Ops, dev: torch.device,
              top_k: int, layers: str, full_spectrum: bool, vectors: bool) -> None:
     """Norms, densities and (2-D weights) SVD metrics of one ``ΔW_t``; the leading singular
     vectors of the head always, of the other weights when ``vectors`` (alignment needs them)."""
-    ss, cnt = ops.stats(D)
+    l2, cnt = ops.stats(D)
+    if not math.isfinite(l2) or not math.isfinite(base_l2):
+        which = "ΔW" if math.isfinite(base_l2) else "the base weight"
+        raise ValueError(f"{r.ck.label}: {which} of tensor {p.name!r} is beyond the float64 range (an entry or "
+                         f"its norm exceeds 1.8e308, or the difference overflows the stored precision)")
     size = int(math.prod(p.compared_shape)) if p.compared_shape else 1
-    r.sumsq += ss
-    r.base_sumsq += base_ss
+    r.l2 = math.hypot(r.l2, l2)
+    r.base_l2 = math.hypot(r.base_l2, base_l2)
     r.count += size
     r.above = [a + c for a, c in zip(r.above, cnt)]
     rec: dict[str, Any] = {
         "name": p.name, "kind": p.kind, "layer": p.layer, "shape": list(p.shape),
-        "rows_compared": p.rows, "l2": math.sqrt(ss), "base_l2": math.sqrt(base_ss),
-        "relative_l2": math.sqrt(ss / base_ss) if base_ss > 0 else None,
+        "rows_compared": p.rows, "l2": l2, "base_l2": base_l2,
+        "relative_l2": l2 / base_l2 if base_l2 > 0 else None,
         "l2_share": None,  # filled in when all tensors are seen
         "density": {_key(t): c / size for t, c in zip(TOLERANCES, cnt)},
         "s1": None, "s2": None, "s1_s2": None, "rank1_fraction": None, "stable_rank": None,
@@ -527,7 +599,7 @@ def _measure(r: _Run, p: TensorPair, D: Any, base_ss: float, ops: _Ops, dev: tor
         rec["vocab_rows"] = {"base": p.base_rows, "checkpoint": p.other_rows}
     is_head = p.kind == "head"
     if len(p.shape) == 2 and min(p.compared_shape) >= 1 and (layers == "all" or is_head):
-        if ss == 0.0:
+        if cnt[0] == 0:   # no entry differs (cnt[0] = #{|ΔW| > 0}; a tiny ΔW is not 0)
             rec["note"] = "unchanged (ΔW = 0): SVD metrics undefined"
         else:
             d = min(p.compared_shape)
@@ -562,9 +634,9 @@ def _measure(r: _Run, p: TensorPair, D: Any, base_ss: float, ops: _Ops, dev: tor
 
 def _finish(r: _Run, b: Checkpoint, tok: Any) -> dict[str, Any]:
     """The per-checkpoint entry of the document from the accumulators."""
-    total = r.sumsq
+    total = r.l2
     for rec in r.records:
-        rec["l2_share"] = (rec["l2"] ** 2 / total) if total > 0 else 0.0
+        rec["l2_share"] = (rec["l2"] / total) ** 2 if total > 0 else 0.0
     if total == 0.0:
         r.notes.append("the checkpoint is identical to the base (ΔW = 0 everywhere)")
     recs = {rec["name"]: rec for rec in r.records}
@@ -594,12 +666,12 @@ def _finish(r: _Run, b: Checkpoint, tok: Any) -> dict[str, Any]:
     L = b.num_layers
     for i in range(L):
         lr = [rec for rec in r.records if rec["layer"] == i]
-        ss = sum(rec["l2"] ** 2 for rec in lr)
-        bs = sum(rec["base_l2"] ** 2 for rec in lr)
+        ss = math.hypot(*(rec["l2"] for rec in lr))
+        bs = math.hypot(*(rec["base_l2"] for rec in lr))
         s12 = [rec["s1_s2"] for rec in lr if rec["s1_s2"] is not None]
         r1 = [rec["rank1_fraction"] for rec in lr if rec["rank1_fraction"] is not None]
-        per_layer.append({"layer": i, "l2": math.sqrt(ss), "l2_share": ss / total if total > 0 else 0.0,
-                          "relative_l2": math.sqrt(ss / bs) if bs > 0 else None,
+        per_layer.append({"layer": i, "l2": ss, "l2_share": (ss / total) ** 2 if total > 0 else 0.0,
+                          "relative_l2": ss / bs if bs > 0 else None,
                           "s1_s2_mean": float(np.mean(s12)) if s12 else None,
                           "rank1_fraction_mean": float(np.mean(r1)) if r1 else None,
                           "n_matrices": len(s12)})
@@ -613,9 +685,9 @@ def _finish(r: _Run, b: Checkpoint, tok: Any) -> dict[str, Any]:
     out = {
         "path": str(r.ck.path),
         "step": _step_of(str(r.ck.path)),
-        "global_l2": math.sqrt(total),
-        "base_l2": math.sqrt(r.base_sumsq),
-        "relative_l2": math.sqrt(total / r.base_sumsq) if r.base_sumsq > 0 else None,
+        "global_l2": total,
+        "base_l2": r.base_l2,
+        "relative_l2": total / r.base_l2 if r.base_l2 > 0 else None,
         "density": {_key(t): a / r.count for t, a in zip(TOLERANCES, r.above)},
         "n_entries": r.count,
         "output_head": head,
@@ -682,7 +754,7 @@ def _alignment(runs: list[_Run], b: Checkpoint, paths: list[str]) -> dict[str, A
     }
 
 
-def _clustering(runs: list[_Run], cross: dict[str, np.ndarray], b: Checkpoint,
+def _clustering(runs: list[_Run], cross: dict[str, tuple[np.ndarray, list[int]]], b: Checkpoint,
                 paths: list[str]) -> dict[str, Any]:
     """Pairwise cosine of the flattened ΔW (global and per layer), average-linkage
     hierarchical clustering on 1 − cos (scipy), |cos| of the head's u and v between runs."""
@@ -700,12 +772,13 @@ def _clustering(runs: list[_Run], cross: dict[str, np.ndarray], b: Checkpoint,
         np.fill_diagonal(C, np.where(d > 0, 1.0, 0.0))
         return C
 
-    groups: dict[str, np.ndarray] = {}
-    for nm, G in cross.items():
+    members: dict[str, list[tuple[np.ndarray, list[int]]]] = {}
+    for nm, part in cross.items():
         p = runs[0].pairs[nm]
         g = f"layer {p.layer}" if p.layer is not None else ("output head" if p.kind == "head" else p.kind)
-        groups[g] = groups.get(g, 0) + G
-    total = sum(cross.values())
+        members.setdefault(g, []).append(part)
+    groups = {g: _aligned_sum(parts) for g, parts in members.items()}
+    total = _aligned_sum(list(cross.values()))
     C = cosine(total)
     Dm = np.clip(1.0 - C, 0.0, 2.0)
     np.fill_diagonal(Dm, 0.0)

@@ -8,6 +8,14 @@ checkout clean (:func:`figures.registry.write_reproduction`).  Parsing, errors (
 and ``--threads`` are those of every console script of the toolkit (:mod:`rlvr_theory.runner`,
 ``docs/cli.md``).
 
+Before any figure is made, the names are checked (an unknown one is refused and nothing is
+written) and so are ``--out`` and ``--doc`` (:func:`analysis.io.check_out`): an existing
+file given as ``--out`` (a directory given as ``--doc``), a path under a file, or a place
+that cannot be written is refused with a message naming the flag.  ``--out`` is a shared
+folder: each figure's files are added to it (each written atomically, other files kept), so
+a non-empty folder is accepted.  A write the system refuses later (disk full) prints one line
+naming the file and exits with status 1; the figures made before it stay complete.
+
 Examples
 --------
 >>> main(["list"])  # doctest: +ELLIPSIS
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from analysis.io import check_out
 from rlvr_theory import runner
 from rlvr_theory.serialize import fmt_number
 
@@ -45,6 +54,7 @@ def _make(args: argparse.Namespace) -> int:
     names = registry.names() if args.all else args.names
     for name in names:
         registry.get(name)  # refuse unknown names before writing anything
+    check_out(args.out, overwrite=True)  # a shared folder: other files are kept, never replaced
     failed = 0
     for name in names:
         paths, claims = registry.make(name, args.out, pdf=args.pdf, full=args.full)
@@ -61,6 +71,10 @@ def _make(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     say = (lambda name: None) if args.quiet else (lambda name: print(f"making {name} ...", flush=True))
+    for name in args.names or ():
+        registry.get(name)  # refuse unknown names before writing anything
+    check_out(args.out, overwrite=True)
+    check_out(args.doc, kind="file", arg="doc")
     table = registry.check(args.names or None, args.out, full=args.full, progress=say)
     written = registry.write_reproduction(args.doc, table, full=args.full)
     if not args.quiet:

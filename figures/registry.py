@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.io import atomic_write, atomic_write_text
+from analysis.io import atomic_write, atomic_write_text, check_out
 from rlvr_theory.registry import Registry
 from rlvr_theory.serialize import fmt_number
 
@@ -164,8 +164,10 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
     numbers), ``NAME.claims.csv`` (paper vs ours), ``NAME.md`` for tables, ``NAME.pdf`` if asked.
     ``full`` uses the figure's paper-scale data where it has one (``FigureSpec.full_data``).
 
-    Returns the written paths and the claims.  An unknown ``name`` is refused (``ValueError``)
-    before anything is written.
+    Returns the written paths and the claims.  An unknown ``name`` and an ``out_dir`` that
+    cannot receive the files (an existing file, a path under a file, not writable) are refused
+    (``ValueError``) before anything is computed or written.  Files already in ``out_dir`` are
+    kept; the figure's own are replaced, each atomically.
 
     Examples
     --------
@@ -182,7 +184,7 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
     import matplotlib.pyplot as plt
 
     spec = get(name)
-    out = Path(out_dir)
+    out = check_out(out_dir, overwrite=True, arg="out_dir")
     out.mkdir(parents=True, exist_ok=True)
     df = spec.full_data() if full and spec.full_data is not None else spec.data()
     fig = spec.plot(df)
@@ -218,6 +220,7 @@ def check(names_: list[str] | None, out_dir: str | os.PathLike, *, full: bool = 
     rows = []
     for name in names_ or names():
         get(name)  # refuse unknown names before any work
+    check_out(out_dir, overwrite=True, arg="out_dir")
     for name in names_ or names():
         if progress is not None:
             progress(name)
@@ -375,8 +378,9 @@ def same_at_claim_precision(old: pd.DataFrame, new: pd.DataFrame) -> bool:
 def write_reproduction(path: str | os.PathLike, table: pd.DataFrame, *, full: bool = False) -> bool:
     """Write the claims ``table`` to ``path`` as :func:`reproduction_markdown`, unless ``path``
     already holds the same claims at their precision (:func:`same_at_claim_precision`) under the
-    same header; returns whether the file was written."""
-    path = Path(path)
+    same header; returns whether the file was written.  ``path`` must be a file path in a
+    writable place (checked first, :func:`analysis.io.check_out`)."""
+    path = check_out(path, kind="file", arg="path")
     text = reproduction_markdown(table, full=full)
     if path.exists():
         old_text = path.read_text(encoding="utf-8")

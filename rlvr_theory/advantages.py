@@ -69,6 +69,7 @@ __all__ = [
     "registered",
     "registry",
     "check_reward_values",
+    "DENSE_MAX_G",
     "p",
     "G",
 ]
@@ -146,6 +147,8 @@ def get(name: str, **params: Any) -> Advantage:
 def check_reward_values(reward_values: Any) -> tuple[float, float]:
     """``(R_w, R_c)`` as two floats with ``R_c > R_w`` (the rewards of a wrong and a correct rollout)."""
     msg = f"reward_values must be a pair of finite numbers (R_w, R_c) with R_c > R_w, got {reward_values!r}"
+    if isinstance(reward_values, (tuple, list)) and any(isinstance(v, (bool, np.bool_)) for v in reward_values):
+        raise ValueError(msg)  # bool is never a number, also inside a pair (0.0, True)
     try:
         rv = checks.array("reward_values", reward_values, ndim=1)
     except ValueError:
@@ -172,6 +175,24 @@ def _div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     return out
 
 
+def _frexp_delta(rw: float, rc: float) -> tuple[float, int]:
+    """``(m, e)`` with ``R_c − R_w = m·2^e``, ``0.5 <= m < 1``, also where the difference overflows."""
+    d = rc - rw
+    if math.isfinite(d):
+        return math.frexp(d)
+    m, e = math.frexp(0.5 * rc - 0.5 * rw)  # |R| ~ 1e308: Δ/2 is a float (exact halving)
+    return m, e + 1
+
+
+def _fmt_log10(x: float) -> str:
+    """10**x as text, also beyond the float range (``2.7e+308``)."""
+    e = math.floor(x)
+    m = 10 ** (x - e)
+    if round(m, 3) >= 10:
+        m, e = m / 10, e + 1
+    return f"{m:.4g}e{e:+d}"
+
+
 def _pow(base: np.ndarray, expo: float) -> np.ndarray:
     """base**expo for base >= 0, with 0**negative -> 0 (callers mask those entries)."""
     base = np.asarray(base, float)
@@ -183,29 +204,116 @@ def _pow(base: np.ndarray, expo: float) -> np.ndarray:
 
 
 class Group:
-    """Per-group statistics shared by the families (last axis = group)."""
+    """Per-group statistics shared by the families (last axis = group), in units of Δ.
 
-    def __init__(self, r: np.ndarray, s: np.ndarray, rw: float, rc: float):
-        self.r = r
-        self.s = s
-        self.G = r.shape[-1]
-        self.rw, self.rc, self.delta = rw, rc, rc - rw
-        self.X = s.sum(-1, keepdims=True)
+    The rewards enter through ``u = (r − R_w)/Δ`` (the success indicator ``s`` for binary
+    rewards), so that no statistic over- or underflows whatever the reward values:
+    scale-free families (GRPO, ...) never see ``Δ = R_c − R_w``, the others multiply by a
+    power of it once, at the end (:meth:`scale`).  ``r`` keeps the rewards as given.
+
+    ``counts`` (optional, broadcastable to ``u``) are multiplicities of the entries: a group
+    of ``G`` rollouts with ``x`` successes is then two entries with counts ``(x, G − x)``
+    (:meth:`Advantage.outcome_values`: every ``x = 0..G`` in O(G) memory).  The families
+    reduce over the group only through :meth:`total`, :meth:`top`, :meth:`bottom` and
+    :meth:`kth_smallest`, which honour the counts (an entry with count 0 is absent).
+    """
+
+    def __init__(self, r: np.ndarray, u: np.ndarray, s: np.ndarray, rw: float, rc: float,
+                 counts: np.ndarray | None = None, G: int | None = None):
+        self.r, self.u, self.s = r, u, s
+        self.counts = counts
+        self._here = True if counts is None else counts > 0
+        self.G = r.shape[-1] if counts is None else int(G)  # type: ignore[arg-type]
+        self.rw, self.rc = rw, rc
+        self.delta = rc - rw  # may overflow to inf (e.g. (-1e308, 1e308)): only scale() reads it
+        self.X = self.total(s)
         self.phat = self.X / self.G
         self.qhat = 1.0 - self.phat
-        self.mean = r.mean(-1, keepdims=True)
-        self.centered = r - self.mean
+        self.mean_u = self.total(u) / self.G
         # exact zero on groups without signal (all rewards equal)
         self.degenerate = (self.X == 0) | (self.X == self.G)
-        self.centered = np.where(self.degenerate, 0.0, self.centered)
+        self.centered_u = np.where(self.degenerate, 0.0, u - self.mean_u)
+
+    # --------------------------------------------------- count-aware reductions
+    def _present(self) -> np.ndarray | bool:
+        return self._here
+
+    def _reduce(self, a: np.ndarray, ufunc: np.ufunc) -> np.ndarray:
+        """``ufunc`` over the group axis, keeping it; a few entries (compressed groups) pairwise,
+        faster than numpy's reduction over a short axis."""
+        if self.counts is not None and a.shape[-1] <= 4:
+            out = a[..., 0:1]
+            for k in range(1, a.shape[-1]):
+                out = ufunc(out, a[..., k : k + 1])
+            return out
+        return ufunc.reduce(a, axis=-1, keepdims=True)
+
+    def total(self, a: np.ndarray) -> np.ndarray:
+        """Σ over the group (each entry times its count), keeping the group axis."""
+        if self.counts is None:
+            return np.sum(a, axis=-1, keepdims=True)
+        return self._reduce(np.where(self._here, a * self.counts, 0.0), np.add)
+
+    def top(self, a: np.ndarray) -> np.ndarray:
+        """Largest entry present in the group (``-inf`` if none)."""
+        return self._reduce(np.where(self._here, a, -np.inf), np.maximum)
+
+    def bottom(self, a: np.ndarray) -> np.ndarray:
+        """Smallest entry present in the group (``inf`` if none)."""
+        return self._reduce(np.where(self._here, a, np.inf), np.minimum)
+
+    def kth_smallest(self, a: np.ndarray, j: int) -> np.ndarray:
+        """The ``j``-th smallest value of the group (1-based, counting multiplicities)."""
+        if self.counts is None:
+            return np.sort(a, axis=-1)[..., j - 1 : j]
+        a, c = np.broadcast_arrays(a, self.counts)
+        order = np.argsort(a, axis=-1, kind="stable")
+        cum = np.cumsum(np.take_along_axis(c, order, axis=-1), axis=-1)
+        idx = np.argmax(cum >= j, axis=-1)[..., None]
+        return np.take_along_axis(np.take_along_axis(a, order, axis=-1), idx, axis=-1)
+
+    # ------------------------------------------------------------ statistics
+    def scale(self, a: np.ndarray, power: float = 1.0) -> np.ndarray:
+        """``a·Δ^power`` without forming an overflowing ``Δ`` or ``Δ^power`` on the way."""
+        if power == 0:
+            return a
+        if math.isfinite(self.delta):
+            try:
+                f = self.delta**power if power != 1 else self.delta
+            except OverflowError:  # Python floats raise instead of giving inf
+                f = math.inf
+            if math.isfinite(f) and f >= np.finfo(float).tiny:
+                return a * f
+        # Δ = m·2^e with 0.5 <= m < 1, so Δ^power = m^power·2^(e·power): the power of two is
+        # applied last by ldexp (correctly rounded, inf or 0 only if the result itself is)
+        m, e = _frexp_delta(self.rw, self.rc)
+        n = math.floor(e * power)
+        with np.errstate(over="ignore", under="ignore"):
+            return np.ldexp(np.asarray(a, dtype=float) * (m**power * 2.0 ** (e * power - n)), n)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Group mean reward ``r̄`` (a convex combination of R_w and R_c: never overflows)."""
+        return (1.0 - self.mean_u) * self.rw + self.mean_u * self.rc
+
+    @property
+    def centered(self) -> np.ndarray:
+        """``r − r̄`` (0 on groups without signal)."""
+        return self.scale(self.centered_u)
+
+    def std_u(self, ddof: int = 0) -> np.ndarray:
+        """Standard deviation of ``u`` over the group (0 on groups without signal)."""
+        return np.sqrt(self.total(self.centered_u**2) / (self.G - ddof))
 
     def std(self, ddof: int = 0) -> np.ndarray:
         """Standard deviation of the rewards over the group (0 on groups without signal)."""
-        return np.sqrt((self.centered**2).sum(-1, keepdims=True) / (self.G - ddof))
+        return self.scale(self.std_u(ddof))
 
     def grpo(self, ddof: int = 0, eps: float = 0.0) -> np.ndarray:
-        """(r − r̄)/(σ + eps), 0 on groups without signal."""
-        return _div(self.centered, self.std(ddof) + eps)
+        """(r − r̄)/(σ + eps), 0 on groups without signal (``eps`` in reward units)."""
+        with np.errstate(over="ignore"):
+            e = eps / self.delta if eps else 0.0  # Δ = inf: eps/Δ = 0; Δ subnormal: inf, A -> 0
+        return _div(self.centered_u, self.std_u(ddof) + e)
 
 
 class Advantage:
@@ -228,6 +336,15 @@ class Advantage:
     #: the definition reads the rewards only through r, the group mean and std, so it is
     #: defined for real-valued (graded) rewards too (:meth:`graded_call`)
     graded: ClassVar[bool] = False
+    #: the advantages are proportional to ``Δ**scale_power`` (``Δ = R_c − R_w``; 0: invariant
+    #: to the reward values; ``None``: not a power of Δ); states the usable reward range when
+    #: the advantages would overflow (:meth:`reward_scale_power`)
+    scale_power: ClassVar[float | None] = 1.0
+    #: the definition reduces over the group only through :class:`Group`'s count-aware methods,
+    #: so :meth:`outcome_values` evaluates every x = 0..G in O(G) memory; ``None``: true for the
+    #: families of this module, false for a family registered elsewhere (set it True once its
+    #: ``_compute`` uses ``g.total``/``g.top``/... instead of reducing ``g.r`` itself)
+    compressible: ClassVar[bool | None] = None
 
     def __init__(self, reward_values: tuple[float, float] = (0.0, 1.0), **params: Any):
         unknown = set(params) - set(self.defaults)
@@ -314,7 +431,8 @@ class Advantage:
         """
         r, s = self._check_rewards(rewards)
         lens = self._check_lengths(lengths, r.shape)
-        return self._compute(Group(r, s, *self.reward_values), lens)
+        g = self._group(r, s)
+        return self._finite(g, lens, self._compute(g, lens))
 
     def graded_call(self, rewards: Any) -> np.ndarray:
         """Per-rollout advantages of real-valued rewards ``[..., G]`` (families with ``graded``).
@@ -331,7 +449,118 @@ class Advantage:
             raise ValueError(f"rewards must be a finite array [..., G] with G >= {self.min_group_size()}, got shape {r.shape}")
         # s marks the group's best rewards: X = G exactly when all rewards are equal (no signal)
         s = (r == r.max(-1, keepdims=True)).astype(float)
-        return self._compute(Group(r, s, *self.reward_values), None)
+        g = Group(r, r, s, 0.0, 1.0)  # real rewards: u = r, Δ = 1
+        A = self._compute(g, None)
+        if not np.all(np.isfinite(A)):
+            raise ValueError(f"rewards: the advantages of {self!r} overflow float64 for these rewards "
+                             f"(largest finite {np.finfo(float).max:.4g}); rescale the rewards")
+        return A
+
+    # ------------------------------------------------ scaled and compressed forms
+    def _group(self, r: np.ndarray, s: np.ndarray, counts: np.ndarray | None = None,
+               G: int | None = None, *, unit: bool = False) -> Group:
+        """The :class:`Group` of binary rewards (``unit``: as if the rewards were (0, 1))."""
+        rw, rc = (0.0, 1.0) if unit else self.reward_values
+        return Group(np.where(s > 0, rc, rw) if unit else r, s, s, rw, rc, counts, G)
+
+    def reward_scale_power(self) -> float | None:
+        """The advantages are proportional to ``(R_c − R_w)**power`` (0: invariant to the reward
+        values; ``None``: not a power).  Used to state the usable reward range."""
+        return self.scale_power
+
+    def is_compressible(self) -> bool:
+        """Whether :meth:`outcome_values` evaluates all ``x = 0..G`` in O(G) memory and time."""
+        if self.compressible is not None:
+            return bool(self.compressible)
+        return all(getattr(getattr(type(self), m, None), "__module__", __name__) == __name__
+                   for m in ("_compute", "_scale", "default_lengths", "population_advantages", "_population"))
+
+    def _finite(self, g: Group, lengths: np.ndarray | None, A: np.ndarray) -> np.ndarray:
+        """``A`` if finite where the group has rollouts, else the usable reward range as ``ValueError``."""
+        present = np.broadcast_to(g._present(), A.shape)
+        if np.all(np.isfinite(A) | ~present):
+            return A
+        if np.any(np.isnan(A) & present):  # not an overflow: a definition that gives NaN
+            raise ValueError(f"rewards: the advantages of {self!r} are NaN for these groups")
+        big = 0.0
+        if self.reward_scale_power():
+            unit = self._compute(self._group(g.r, g.s, g.counts, g.G, unit=True), lengths)
+            big = float(np.max(np.where(present & np.isfinite(unit), np.abs(unit), 0.0)))
+        raise self._overflow("the advantages", "these groups", big)
+
+    def _overflow(self, what: str, where: str, big: float) -> ValueError:
+        """The refusal of values that overflow float64, with the usable reward range where the
+        values are ``big·(R_c − R_w)^power`` (``big``: their largest size at rewards (0, 1))."""
+        fmax = np.finfo(float).max
+        power = self.reward_scale_power()
+        rw, rc = self.reward_values
+        head = (f"reward_values: {what} of {self!r} overflow float64 (largest finite {fmax:.4g}) "
+                f"with R_w = {rw:g}, R_c = {rc:g}")
+        if power and big > 0:  # big·Δ^power <= fmax, in log10: the limit may lie beyond the float range
+            log10_limit = (math.log10(fmax) - math.log10(big)) / power
+            scaling = "proportional to R_c − R_w" if power == 1 else f"proportional to (R_c − R_w)^{power:g}"
+            return ValueError(f"{head}; they are {scaling}, so {where} need R_c − R_w "
+                              f"{'<=' if power > 0 else '>='} {_fmt_log10(log10_limit)}")
+        return ValueError(f"{head}; use reward values closer together or other parameters")
+
+    def rescale(self, values: Any, *, what: str = "the values") -> np.ndarray:
+        """``values·(R_c − R_w)^power`` (:meth:`reward_scale_power`): quantities linear in the
+        advantages (masses, ...) computed at reward values (0, 1), brought to this family's
+        reward values without forming an overflowing ``R_c − R_w`` on the way.  A result that
+        overflows float64 is refused with the usable reward range.
+
+        >>> get("dr_grpo", reward_values=(-1e308, 1e308)).rescale([0.25, 0.5])
+        array([5.e+307, 1.e+308])
+        """
+        power = self.reward_scale_power()
+        if power is None:
+            raise ValueError(f"{self!r}: the advantages are not proportional to a power of R_c − R_w")
+        a = np.array(values, dtype=float)
+        if power == 0 or self.reward_values == (0.0, 1.0):
+            return a
+        rw, rc = self.reward_values
+        out = Group(np.zeros(1), np.zeros(1), np.zeros(1), rw, rc).scale(a, power)
+        if not np.all(np.isfinite(out) | ~np.isfinite(a)):
+            finite = np.abs(a[np.isfinite(a)])
+            raise self._overflow(what, "these values", float(finite.max()) if finite.size else 0.0)
+        return out
+
+    def outcome_values(self, G: int, *, p: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """The advantage of a success and of a failure in a group of ``G`` rollouts with
+        ``x = 0..G`` successes: ``(A_success, A_failure)``, arrays ``[G+1]``; ``NaN`` where
+        there is no such rollout (``A_success`` at ``x = 0``, ``A_failure`` at ``x = G``).
+
+        Batch-level families need ``p`` (solve rates; a homogeneous batch of prompts at each,
+        :meth:`population_advantages`) and return arrays ``[len(p), G+1]``.  A compressible
+        family (:meth:`is_compressible`: every family of this module) is evaluated on the
+        ``G + 1`` groups written as two entries with multiplicities ``(x, G − x)``: O(G) time
+        and memory (``G = 2**20`` in milliseconds); another family on the dense groups, in
+        chunks of bounded memory, up to ``G = 16384``.
+
+        >>> a_s, a_f = get("grpo").outcome_values(4)
+        >>> a_s, a_f
+        (array([       nan, 1.73205081, 1.        , 0.57735027, 0.        ]), array([ 0.        , -0.57735027, -1.        , -1.73205081,        nan]))
+        """
+        G = checks.integer("G", G, low=self.min_group_size())
+        if self.batch_level:
+            if p is None:
+                raise ValueError(f"p is required: {self!r} is batch-level (its advantages depend on the batch)")
+            pv = checks.array("p", p, low=0, high=1).ravel()
+        x = np.arange(G + 1, dtype=float)[:, None]
+        if self.is_compressible():
+            s = np.broadcast_to(np.array([1.0, 0.0]), (G + 1, 2))
+            counts = np.concatenate([x, G - x], axis=1)
+            rw, rc = self.reward_values
+            g = self._group(np.where(s > 0, rc, rw), s, counts, G)
+            lengths = self.default_lengths(s) if self.uses_lengths else None
+            A = self._population(g, pv) if self.batch_level else self._compute(g, lengths)
+            A = self._finite(g, lengths, A)
+            a_s, a_f = A[..., 0], A[..., 1]
+        else:
+            a_s, a_f = _dense_outcomes(self, G, pv if self.batch_level else None)
+        xs = x[:, 0]
+        with np.errstate(invalid="ignore"):
+            return np.where(xs > 0, a_s, np.nan), np.where(xs < G, a_f, np.nan)
 
     def _check_rewards(self, rewards: Any) -> tuple[np.ndarray, np.ndarray]:
         r = checks.array("rewards", rewards, min_ndim=1, allow_bool=True)  # [..., G]: the group is the last axis
@@ -399,7 +628,44 @@ class Advantage:
         ``omega=None`` uses ``ω = p`` (a large batch of prompts all at solve rate ``p``).
         Used by :func:`rlvr_theory.masses.exact`.
         """
-        return None
+        if not self.batch_level:
+            return None
+        r, s = self._check_rewards(rewards)
+        pv = checks.array("p_values", p_values, low=0, high=1).ravel()
+        g = self._group(r, s)
+        return self._finite(g, None, self._population(g, pv))
+
+    def _population(self, g: Group, p_values: np.ndarray) -> np.ndarray:  # pragma: no cover
+        """Advantages of the groups ``g`` in a homogeneous batch at each solve rate: ``[P, *shape]``."""
+        raise NotImplementedError
+
+
+#: largest G evaluated on dense groups (families that are not compressible): (G+1)·G advantages
+DENSE_MAX_G = 16384
+_DENSE_CHUNK = 2**22  # advantages per dense chunk (32 MiB of float64)
+
+
+def _dense_outcomes(adv: Advantage, G: int, p_values: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`Advantage.outcome_values` on the dense groups (successes first), in chunks of x."""
+    if G > DENSE_MAX_G:
+        raise ValueError(f"G = {G} is too large for {adv!r}: a family that is not compressible "
+                         f"(Advantage.compressible) is evaluated on the G + 1 groups of G rollouts, "
+                         f"(G + 1)·G = {(G + 1) * G:.3g} advantages; the limit is G <= {DENSE_MAX_G}")
+    rw, rc = adv.reward_values
+    per = 1 if p_values is None else len(p_values)
+    rows = max(1, _DENSE_CHUNK // (G * per))
+    a_s, a_f = [], []
+    for lo in range(0, G + 1, rows):
+        x = np.arange(lo, min(G + 1, lo + rows))
+        succ = (np.arange(G)[None, :] < x[:, None]).astype(float)
+        r = np.where(succ > 0, rc, rw)
+        if p_values is None:
+            A = adv(r, lengths=adv.default_lengths(succ) if adv.uses_lengths else None)
+        else:
+            A = adv.population_advantages(r, p_values)
+        a_s.append(A[..., 0])
+        a_f.append(A[..., -1])
+    return np.concatenate(a_s, axis=-1), np.concatenate(a_f, axis=-1)
 
 
 # ============================================================ the families ===
@@ -419,8 +685,10 @@ class Reinforce(Advantage):
     description = "raw reward as weight, no baseline"
     source = "Williams 1992; FADE Table 1"
 
+    scale_power = None  # A = r itself
+
     def _compute(self, g, lengths):
-        return g.r.copy()
+        return np.array(g.r, dtype=float, copy=True)
 
     def _closed_form(self, k, d):
         rw, rc = (_sym(v) for v in self.reward_values)
@@ -450,6 +718,9 @@ class GRPO(Advantage):
 
     def min_group_size(self) -> int:
         return 1 + self.params["ddof"]
+
+    def reward_scale_power(self) -> float | None:
+        return 0.0 if self.params["eps"] == 0 else None
 
     def _compute(self, g, lengths):
         return g.grpo(self.params["ddof"], self.params["eps"])
@@ -487,8 +758,8 @@ class RLOO(Advantage):
     min_group = 2
 
     def _compute(self, g, lengths):
-        loo = (g.r.sum(-1, keepdims=True) - g.r) / (g.G - 1)
-        return np.where(g.degenerate, 0.0, g.r - loo)
+        loo = (g.total(g.u) - g.u) / (g.G - 1)
+        return g.scale(np.where(g.degenerate, 0.0, g.u - loo))
 
     def _closed_form(self, k, d):
         m = d * p * _q * G / (G - 1)
@@ -508,8 +779,10 @@ class SkewR(Advantage):
     description = "mean-centred reward times the group std (variance emphasis)"
     source = "Thrampoulidis et al. 2025; FADE App. 8.1"
 
+    scale_power = 2.0
+
     def _compute(self, g, lengths):
-        return g.centered * g.std(0)
+        return g.scale(g.centered_u * g.std_u(0), 2.0)
 
     def _closed_form(self, k, d):
         m = d**2 * (p * _q) ** sp.Rational(3, 2)
@@ -552,7 +825,7 @@ class PowerAlpha(Advantage):
         return _peak_constant_sym(k["alpha"]) if self.params["normalize"] else sp.Integer(1)
 
     def _compute(self, g, lengths):
-        return self._const() * g.centered * _pow(g.qhat, self.params["alpha"] - 1)
+        return g.scale(self._const() * g.centered_u * _pow(g.qhat, self.params["alpha"] - 1))
 
     def _closed_form(self, k, d):
         m = self._const_sym(k) * d * p * _q ** k["alpha"]
@@ -568,7 +841,7 @@ class PowerAlphaEasy(PowerAlpha):
     source = "FADE Sec. 4.3"
 
     def _compute(self, g, lengths):
-        return self._const() * g.centered * _pow(g.phat, self.params["alpha"] - 1)
+        return g.scale(self._const() * g.centered_u * _pow(g.phat, self.params["alpha"] - 1))
 
     def _closed_form(self, k, d):
         m = self._const_sym(k) * d * p ** k["alpha"] * _q
@@ -594,7 +867,7 @@ class AsymPowerAlpha(Advantage):
 
     def _compute(self, g, lengths):
         w = np.where(g.s > 0, _pow(g.qhat, self.params["alpha_s"] - 1), _pow(g.phat, self.params["alpha_f"] - 1))
-        return g.centered * w
+        return g.scale(g.centered_u * w)
 
     def _closed_form(self, k, d):
         return d * p * _q ** k["alpha_s"], d * p ** k["alpha_f"] * _q
@@ -618,7 +891,7 @@ class AsymGRPO(Advantage):
         return params
 
     def _compute(self, g, lengths):
-        return np.where(g.s > 0, g.centered, g.centered / self.params["delta"])
+        return g.scale(np.where(g.s > 0, g.centered_u, g.centered_u / self.params["delta"]))
 
     def _closed_form(self, k, d):
         return d * p * _q, d * p * _q / k["delta"]
@@ -636,8 +909,10 @@ class MaxRL(Advantage):
     description = "mean baseline divided by the mean reward (maximum likelihood RL)"
     source = "Tajwar et al. 2026; FADE App. 8.3"
 
+    scale_power = 0.0
+
     def _compute(self, g, lengths):
-        return _div(g.centered, g.mean - g.rw)
+        return _div(g.centered_u, g.mean_u)  # (r − r̄)/(r̄ − R_w) in units of Δ
 
     def _closed_form(self, k, d):
         return _q, _q
@@ -660,14 +935,15 @@ class PassKTang(Advantage):
     min_group = 1
 
     def _compute(self, g, lengths):
-        r = g.r
-        top = r.max(-1, keepdims=True)
-        n_top = (r == top).sum(-1, keepdims=True)
+        u = g.u
+        top = g.top(u)
+        is_top = u == top
+        n_top = g.total(is_top.astype(float))
         # second largest value: the max after removing one copy of the top
-        second = np.where(r == top, -np.inf, r).max(-1, keepdims=True)
-        loo = np.where((r == top) & (n_top == 1), second, top)
+        second = g.top(np.where(is_top, -np.inf, u))
+        loo = np.where(is_top & (n_top == 1), second, top)
         loo = np.where(np.isfinite(loo), loo, top)  # G = 1: nothing left, treat as no change
-        return np.where(g.degenerate, 0.0, top - loo)
+        return g.scale(np.where(g.degenerate, 0.0, top - loo))
 
     def _closed_form(self, k, d):
         return d * p * _q ** (G - 1), sp.Integer(0)
@@ -713,6 +989,8 @@ class PassKChen(Advantage):
         a_s = _div(one_minus_R, sigma)
         a_f = _div(one_minus_R - q_prime, sigma)
         return np.where(g.degenerate, 0.0, np.where(g.s > 0, a_s, a_f))
+
+    scale_power = 0.0
 
     def _compute(self, g, lengths):
         return self._chen(g)
@@ -761,6 +1039,8 @@ class AsymRL(Advantage):
         self._number(params, "delta")
         return params
 
+    scale_power = None  # Δ·(...) − δ
+
     def _compute(self, g, lengths):
         return np.where(g.degenerate, 0.0, g.centered - self.params["delta"])
 
@@ -793,8 +1073,7 @@ class Quantile(Advantage):
     def _compute(self, g, lengths):
         # smallest j (1-based) with j/G >= tau; rounding guards 0.3*10 = 3.0000000000000004
         j = max(int(math.ceil(round(self._tau() * g.G, 9))), 1)
-        q_tau = np.sort(g.r, axis=-1)[..., j - 1 : j]
-        return g.r - q_tau
+        return g.scale(g.u - g.kth_smallest(g.u, j))
 
     def _closed_form(self, k, d):
         thr = 1 - _sym(self._tau())
@@ -830,6 +1109,8 @@ class BinaryContrastive(Advantage):
     description = "+1 for successes, −p/(1−p) for failures"
     source = "Greensmith et al. 2004; FADE App. 8.7"
 
+    scale_power = 0.0
+
     def _compute(self, g, lengths):
         w = np.where(g.s > 0, 1.0, -_div(g.phat, g.qhat))
         return np.where(g.degenerate, 0.0, w)
@@ -854,9 +1135,13 @@ class PowerNorm(Advantage):
         self._number(params, "gamma")
         return params
 
+    def reward_scale_power(self) -> float | None:
+        return 1.0 - 2.0 * self.params["gamma"]
+
     def _compute(self, g, lengths):
-        var = g.std(0) ** 2
-        return g.centered * _pow(var, -self.params["gamma"])
+        var_u = g.std_u(0) ** 2  # the variance is Δ²·var_u
+        gamma = self.params["gamma"]
+        return g.scale(g.centered_u * _pow(var_u, -gamma), 1.0 - 2.0 * gamma)
 
     def _closed_form(self, k, d):
         m = d ** (1 - 2 * k["gamma"]) * (p * _q) ** (1 - k["gamma"])
@@ -874,6 +1159,7 @@ class Softmax(Advantage):
     description = "softmax of β·reward over the group minus the uniform weight"
     source = "Shao et al. 2024; FADE App. 8.9"
     defaults = {"beta": 1.0}
+    scale_power = None
     erratum = ("FADE App. 8.9 prints m = (e^β−1)pq/(1+p(e^β−1)), the group sum Σ_i A_i·(±1); per rollout "
                "(our normalisation, and the paper's own B·m convention elsewhere) the masses carry a factor 1/G.")
 
@@ -882,9 +1168,9 @@ class Softmax(Advantage):
         return params
 
     def _compute(self, g, lengths):
-        z = self.params["beta"] * (g.r - g.r.max(-1, keepdims=True))
+        z = self.params["beta"] * g.scale(g.u - g.top(g.u))  # β(r − max r) <= 0
         w = np.exp(z)
-        w /= w.sum(-1, keepdims=True)
+        w = w / g.total(w)
         return np.where(g.degenerate, 0.0, w - 1.0 / g.G)
 
     def _closed_form(self, k, d):
@@ -911,6 +1197,7 @@ class LogMeanExp(Advantage):
     kind = "asymptotic"
     defaults = {"beta": 1.0}
     min_group = 2
+    scale_power = None
     erratum = ("FADE App. 8.9 states m_S = pe^β/(pe^β+q), m_F = q/(pe^β+q) (sign-biased, O(1)). The "
                "leave-one-out definition gives masses of order 1/G whose leading term is sign-balanced "
                "(softmax/β); only an O(1/G²) success bias remains. We use the derived form.")
@@ -920,14 +1207,17 @@ class LogMeanExp(Advantage):
         return params
 
     def _compute(self, g, lengths):
-        # binary rewards: sums of exp(β(r − R_c)) by counts, no cancellation
-        b, Gn = self.params["beta"], g.G
-        w_fail = math.exp(-b * g.delta)
-        X = g.X
-        total = X + (Gn - X) * w_fail
-        loo = total - np.where(g.s > 0, 1.0, w_fail)  # counts times values, exact
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = (np.log(total / Gn) - np.log(loo / (Gn - 1))) / b
+        # binary rewards, counted: with w = e^{−βΔ}, T = X + (G−X)w = Σ_j e^{β(r_j − R_c)},
+        # A_i = β⁻¹·log((G−1)T/(G(T − e^{β(r_i − R_c)}))) = β⁻¹·log1p(num/den) with
+        # num, den free of cancellation: (G−X)(1−w), G(X−1+(G−X)w) for a success and
+        # −X(1−w), G(X+(G−X−1)w) for a failure
+        b, Gn, X = self.params["beta"], g.G, g.X
+        w = math.exp(-b * g.delta)
+        em = -math.expm1(-b * g.delta)  # 1 − w
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            a_s = np.log1p((Gn - X) * em / (Gn * ((X - 1) + (Gn - X) * w))) / b
+            a_f = np.log1p(-X * em / (Gn * (X + (Gn - X - 1) * w))) / b
+            a = np.where(g.s > 0, a_s, a_f)
         return np.where(g.degenerate, 0.0, a)
 
     def _closed_form(self, k, d):
@@ -945,7 +1235,7 @@ class ReLU(Advantage):
     source = "Srinivasan et al. 2018; FADE App. 8.11"
 
     def _compute(self, g, lengths):
-        return np.maximum(g.centered, 0.0)
+        return g.scale(np.maximum(g.centered_u, 0.0))
 
     def _closed_form(self, k, d):
         return d * p * _q, sp.Integer(0)
@@ -966,6 +1256,8 @@ class WReinforce(Advantage):
     def _validate(self, params):
         self._number(params, "lam", low=0)
         return params
+
+    scale_power = 0.0
 
     def _compute(self, g, lengths):
         return np.where(g.s > 0, self.params["lam"], -1.0)
@@ -990,6 +1282,7 @@ class T2T(Advantage):
     source = "T2T; FADE App. 8.2, Eq. 12-14"
     defaults = {"alpha": 0.1, "length_correct": 0.5, "length_incorrect": 0.5}
     uses_lengths = True
+    scale_power = 0.0  # the shaped reward does not read the reward values
 
     def _validate(self, params):
         self._number(params, "alpha", low=0)
@@ -1004,9 +1297,9 @@ class T2T(Advantage):
     def _compute(self, g, lengths):
         a = self.params["alpha"]
         R = np.where(g.s > 0, 1.0 - a * g.phat * lengths, a * g.qhat * lengths)
-        flat = np.ptp(R, axis=-1, keepdims=True) == 0  # equal shaped rewards: no signal
-        Rc = np.where(flat, 0.0, R - R.mean(-1, keepdims=True))
-        sd = np.sqrt((Rc**2).mean(-1, keepdims=True))
+        flat = g.top(R) - g.bottom(R) == 0  # equal shaped rewards: no signal
+        Rc = np.where(flat, 0.0, R - g.total(R) / g.G)
+        sd = np.sqrt(g.total(Rc**2) / g.G)
         return _div(Rc, sd)
 
     def _closed_form(self, k, d):
@@ -1030,6 +1323,8 @@ class FGRPO(Advantage):
     def _validate(self, params):
         self._number(params, "gamma", low=0)
         return params
+
+    scale_power = 0.0
 
     def _compute(self, g, lengths):
         return _pow(g.qhat, self.params["gamma"]) * g.grpo()
@@ -1067,9 +1362,12 @@ class AGRAE(Advantage):
     def batch_level(self) -> bool:
         return self.params["omega"] is None
 
+    scale_power = 0.0
+
     def _compute(self, g, lengths, omega=None):
-        if omega is None:
-            omega = self.params["omega"] if self.params["omega"] is not None else float(g.s.mean())
+        if omega is None:  # the batch success rate: the mean of p̂ over the groups
+            omega = (self.params["omega"] if self.params["omega"] is not None
+                     else float(np.sum(g.X) / (g.G * g.X.size)) if g.X.size else 0.0)
         w = omega
         a = g.grpo()
         base = 0.5 * w * _div(a, np.sqrt(g.phat)) + 0.5 * (1 - w) * _div(a, np.sqrt(g.qhat))
@@ -1080,12 +1378,8 @@ class AGRAE(Advantage):
         m_f = w / 2 * sp.sqrt(_q) + (1 - w) / 2 * sp.sqrt(p)
         return sp.Min(1, w / k["alpha"]) * m_f, m_f
 
-    def population_advantages(self, rewards, p_values):
-        if self.params["omega"] is not None:
-            return None
-        r, s = self._check_rewards(rewards)
-        omega = np.asarray(p_values, float).reshape((-1,) + (1,) * r.ndim)
-        return self._compute(Group(r[None], s[None], *self.reward_values), None, omega=omega)
+    def _population(self, g, p_values):
+        return self._compute(g, None, omega=p_values.reshape((-1,) + (1,) * g.s.ndim))
 
 
 class _ScaledGRPO(Advantage):
@@ -1093,6 +1387,8 @@ class _ScaledGRPO(Advantage):
 
     def _scale(self, g: Group) -> np.ndarray:  # pragma: no cover
         raise NotImplementedError
+
+    scale_power = 0.0
 
     def _compute(self, g, lengths):
         return g.grpo() * self._scale(g)
@@ -1198,6 +1494,8 @@ class GRPON(Advantage):
     description = "negative-only GRPO (relative negative gradients)"
     source = "Two-Stage App. B.5"
 
+    scale_power = 0.0
+
     def _compute(self, g, lengths):
         return np.minimum(g.grpo(), 0.0)
 
@@ -1224,8 +1522,8 @@ class FADE(Advantage):
         return params
 
     def _compute(self, g, lengths):
-        a = g.centered * _pow(g.qhat, self.params["alpha"] - 1)
-        return np.where(g.centered < 0, a / self.params["delta"], a)
+        a = g.centered_u * _pow(g.qhat, self.params["alpha"] - 1)
+        return g.scale(np.where(g.centered_u < 0, a / self.params["delta"], a))
 
     def _closed_form(self, k, d):
         m = d * p * _q ** k["alpha"]
@@ -1262,22 +1560,26 @@ class ReinforcePP(Advantage):
     def batch_level(self) -> bool:
         return True
 
+    scale_power = 0.0
+
     def _compute(self, g, lengths, sigma=None):
-        c = g.centered
-        if sigma is None:
-            sigma = float(c.std()) if c.size else 0.0  # population std over all axes
+        c = g.centered_u  # in units of Δ: σ_batch scales alike
+        if sigma is None:  # population std over all axes (every rollout of every group)
+            n = g.G * g.X.size
+            if n:
+                mu = float(np.sum(g.total(c))) / n
+                sigma = math.sqrt(float(np.sum(g.total((c - mu) ** 2))) / n)
+            else:
+                sigma = 0.0
         return _div(c, sigma)
 
     def _closed_form(self, k, d):
         m = sp.sqrt(p * _q * (G - 1) / G)
         return m, m
 
-    def population_advantages(self, rewards, p_values):
-        r, s = self._check_rewards(rewards)
-        g = Group(r[None], s[None], *self.reward_values)
-        pv = np.asarray(p_values, float).reshape((-1,) + (1,) * r.ndim)
-        sigma = g.delta * np.sqrt(pv * (1.0 - pv) * (g.G - 1) / g.G)
-        return self._compute(g, None, sigma=sigma)
+    def _population(self, g, p_values):
+        pv = p_values.reshape((-1,) + (1,) * g.s.ndim)
+        return self._compute(g, None, sigma=np.sqrt(pv * (1.0 - pv) * (g.G - 1) / g.G))  # σ_batch/Δ
 
 
 def iter_default() -> Iterator[Advantage]:

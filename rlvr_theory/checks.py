@@ -14,7 +14,8 @@ One policy, applied everywhere (compare scipy's ``scipy/_lib/_util.py``):
   only with ``allow_inf=True``.  The result is a Python ``float``.
 * **Ranges** are closed unless ``low_open``/``high_open`` says otherwise; ``None`` is no bound.
 * **Arrays** are converted with ``numpy.asarray(x, dtype=float)`` and checked element-wise
-  (finite unless ``allow_inf``; range; integrality); the result is a float64 array.
+  (finite unless ``allow_inf``; range; integrality); the result is a float64 array.  Complex
+  values are refused (never silently cut to their real part), as are text and booleans.
 * **Random sources**: ``None`` (fresh entropy), a non-negative integer seed, or a
   ``numpy.random.Generator`` (returned as is).
 
@@ -80,11 +81,11 @@ def integer(name: str, value: Any, low: int | None = None, high: int | None = No
     if value is None and allow_none:
         return None
     ok = _is_real(value)
-    if ok:
+    if ok and not isinstance(value, numbers.Integral):  # an integral float (8.0); ints of any size stay exact
         f = float(value)
         ok = math.isfinite(f) and f == math.floor(f)
     if ok:
-        value = int(value) if isinstance(value, (numbers.Integral,)) else int(float(value))
+        value = int(value)
         ok = _in_range(value, low, high, False, False)
     if not ok:
         rng = range_text(low, high)
@@ -171,6 +172,9 @@ def array(name: str, x: Any, *, ndim: int | None = None, min_ndim: int = 0, low:
     if raw is not None and ((raw.dtype == bool and not allow_bool) or raw.dtype.kind in "USV"):
         what = "booleans" if raw.dtype == bool else "text"
         raise ValueError(f"{name} must be a numeric array, got {what}")
+    if raw is not None and (raw.dtype.kind == "c" or (raw.dtype.kind == "O" and any(
+            isinstance(v, complex) or np.iscomplexobj(v) for v in raw.flat))):
+        raise ValueError(f"{name} must be a real numeric array, got complex")  # never drop the imaginary part
     try:
         a = np.asarray(x, dtype=float)
     except (TypeError, ValueError):

@@ -25,13 +25,14 @@ their limits from inside ``(0, 1)``; ``m_S > 0 = m_F`` gives ``inf``.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 import sympy as sp
-from scipy import special
+from scipy import special, stats
 
 from . import advantages as _adv
 from . import checks
@@ -95,6 +96,17 @@ def check_group_size(G: Any, adv: Advantage | None = None, *, required: bool = T
     return G
 
 
+def _unit(adv: Advantage) -> Advantage | None:
+    """``adv`` at reward values (0, 1) where its masses are ``(R_c − R_w)^power`` times those
+    (:meth:`~rlvr_theory.advantages.Advantage.reward_scale_power`) and its reward values differ;
+    else ``None``.  Computing at (0, 1) and rescaling once keeps extreme but finite reward
+    values (``(-1e308, 1e308)``, ``(0, 5e-324)``) from overflowing or underflowing on the way,
+    and the ratios m_S/m_F, ρ (free of the scale) exact."""
+    if adv.reward_values == (0.0, 1.0) or adv.reward_scale_power() is None:
+        return None
+    return adv.with_params(reward_values=(0.0, 1.0))
+
+
 # ---------------------------------------------------------------- of_group
 def of_group(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> Masses:
     """Masses of each group: ``M_S = (1/G)Σ_{i∈S} A_i``, ``M_F = −(1/G)Σ_{i∈F} A_i``.
@@ -127,69 +139,95 @@ def abs_sum(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> np.nd
     return np.abs(as_advantage(adv)(rewards, lengths=lengths)).sum(-1)
 
 
-def _canonical_groups(adv: Advantage, G: int) -> tuple[np.ndarray, np.ndarray | None]:
-    """Reward rows with x = 0..G successes (successes first), and their model lengths."""
-    succ = (np.arange(G)[None, :] < np.arange(G + 1)[:, None]).astype(float)
-    rw, rc = adv.reward_values
-    rewards = rw + (rc - rw) * succ
-    lengths = adv.default_lengths(succ) if adv.uses_lengths else None
-    return rewards, lengths
-
-
 def outcome_advantages(adv: Advantage | str, G: int) -> pd.DataFrame:
     """The advantage of a success and of a failure in a group with ``x`` successes.
 
     One row per ``x = 0..G``: ``x``, ``p_hat``, ``A_success`` (NaN if x = 0),
     ``A_failure`` (NaN if x = G), ``m_S``, ``m_F``, ``mean_abs_A``.  Group-level families
     only (batch-level ones need a batch).  Used by F-GRPO Fig. 3 and A-GRAE Fig. 6.
+    O(G) time and memory (:meth:`~rlvr_theory.advantages.Advantage.outcome_values`).
     """
     adv = as_advantage(adv)
     G = check_group_size(G, adv)
-    table = _per_x(adv, G)
-    rewards, lengths = _canonical_groups(adv, G)
-    A = adv(rewards, lengths=lengths)
+    if adv.batch_level:
+        raise ValueError(f"adv: {adv!r} is batch-level (its advantages depend on the whole batch); "
+                         "outcome_advantages needs a group-level family")
+    m_s, m_f, mean_abs = _per_x(adv, G)
+    a_s, a_f = adv.outcome_values(G)
     x = np.arange(G + 1)
-    a_s = np.where(x > 0, A[:, 0], np.nan)
-    a_f = np.where(x < G, A[:, -1], np.nan)
     return pd.DataFrame({"x": x, "p_hat": x / G, "A_success": a_s, "A_failure": a_f,
-                         "m_S": table[0], "m_F": table[1], "mean_abs_A": table[2]})
+                         "m_S": m_s, "m_F": m_f, "mean_abs_A": mean_abs})
 
 
-@functools.lru_cache(maxsize=512)
-def _per_x(adv: Advantage, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """M_S(x), M_F(x), mean|A|(x) for x = 0..G (group-level families)."""
-    rewards, lengths = _canonical_groups(adv, G)
-    m = of_group(adv, rewards, lengths=lengths)
-    mean_abs = np.abs(adv(rewards, lengths=lengths)).mean(-1)
-    for arr in (m.m_S, m.m_F, mean_abs):
+def _from_outcomes(a_s: np.ndarray, a_f: np.ndarray, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """M_S(x) = x·A_s/G, M_F(x) = −(G−x)·A_f/G and mean|A|(x) from the per-outcome advantages."""
+    x = np.arange(G + 1, dtype=float)
+    # the fractions x/G first: x·A may overflow where (x/G)·A does not (A ~ 1e308)
+    s_part = np.where(x > 0, (x / G) * np.nan_to_num(a_s, nan=0.0), 0.0)
+    f_part = np.where(x < G, ((G - x) / G) * np.nan_to_num(a_f, nan=0.0), 0.0)
+    return s_part, -f_part, np.abs(s_part) + np.abs(f_part)
+
+
+def _per_x_uncached(adv: Advantage, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    out = _from_outcomes(*adv.outcome_values(G), G)
+    for arr in out:
         arr.setflags(write=False)
-    return m.m_S, m.m_F, mean_abs
+    return out
+
+
+_per_x_small = functools.lru_cache(maxsize=512)(_per_x_uncached)
+_per_x_large = functools.lru_cache(maxsize=4)(_per_x_uncached)  # O(G) each: few kept
+
+
+def _per_x(adv: Advantage, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """M_S(x), M_F(x), mean|A|(x) for x = 0..G (group-level families), O(G) memory."""
+    return (_per_x_small if G <= 4096 else _per_x_large)(adv, G)
 
 
 def _per_x_population(adv: Advantage, G: int, p: np.ndarray) -> tuple[np.ndarray, ...]:
     """Like :func:`_per_x` with one row per p for batch-level families: arrays [P, G+1]."""
-    rewards, _ = _canonical_groups(adv, G)
-    A = adv.population_advantages(rewards, p)
-    success = rewards == adv.reward_values[1]
-    m_s = np.where(success, A, 0.0).sum(-1) / G
-    m_f = -np.where(success, 0.0, A).sum(-1) / G
-    return m_s, m_f, np.abs(A).mean(-1)
+    return _from_outcomes(*adv.outcome_values(G, p=p), G)
 
 
-def binom_pmf(p: np.ndarray, G: int) -> np.ndarray:
+#: outside ``|x − Gp| < t`` with ``t = a/3 + sqrt(a²/9 + 2a·Gpq) + 1`` every pmf value is below
+#: ``e^{−a}`` (Bernstein's inequality), i.e. 0 in float64 for ``a = 750``
+_PMF_TAIL = 750.0
+
+
+def binom_pmf(p: Any, G: int) -> np.ndarray:
     """pmf[..., x] = Binom(x; G, p), shape p.shape + (G+1,).
 
-    ``C(G, x)·p^x·q^(G−x)`` in floating point (exact 0**0 = 1 at p ∈ {0, 1}, harmless
-    underflow for subnormal p); in log space beyond G = 1000 where C(G, x) overflows.
+    ``C(G, x)·p^x·q^(G−x)`` in floating point up to G = 1000 (exact 0**0 = 1 at
+    p ∈ {0, 1}, harmless underflow for subnormal p); beyond, scipy's binomial pmf (accurate to
+    a few ulps, where a log-gamma form loses ~1e-9 at G = 2**20), evaluated only where it is
+    not 0 in float64 (a window of O(sqrt(G)) around ``Gp``).  Memory ``8·(G+1)`` bytes per p:
+    :func:`exact` calls it on chunks of p.
     """
-    x = np.arange(G + 1)
-    p = p[..., None]
+    p = check_p(p)
+    G = check_group_size(G)
     if G <= 1000:
-        return special.comb(G, x) * np.power(p, x) * np.power(1.0 - p, G - x)
-    with np.errstate(divide="ignore"):
-        logpmf = (special.gammaln(G + 1) - special.gammaln(x + 1) - special.gammaln(G - x + 1)
-                  + special.xlogy(x, p) + special.xlog1py(G - x, -p))
-    return np.exp(logpmf)
+        x = np.arange(G + 1)
+        pc = p[..., None]
+        return special.comb(G, x) * np.power(pc, x) * np.power(1.0 - pc, G - x)
+    flat = p.ravel()
+    out = np.zeros((flat.size, G + 1))
+    a = _PMF_TAIL
+    for i, pi in enumerate(flat):
+        t = a / 3 + math.sqrt(a * a / 9 + 2 * a * G * pi * (1 - pi)) + 1
+        lo, hi = max(0, math.floor(G * pi - t)), min(G, math.ceil(G * pi + t))
+        out[i, lo : hi + 1] = stats.binom.pmf(np.arange(lo, hi + 1), G, pi)
+    return out.reshape(p.shape + (G + 1,))
+
+
+#: float64 entries of the binomial pmf computed at once by :func:`exact` (64 MiB): the p values
+#: are processed in chunks of ``max(1, _PMF_CHUNK // (G + 1))``
+_PMF_CHUNK = 2**23
+
+
+def _p_chunks(n: int, G: int):
+    step = max(1, _PMF_CHUNK // (G + 1))
+    for lo in range(0, n, step):
+        yield slice(lo, min(n, lo + step))
 
 
 # -------------------------------------------------------------------- exact
@@ -203,6 +241,12 @@ def exact(adv: Advantage | str, p: Any, G: int, *, with_abs: bool = False) -> Ma
     homogeneous batch of prompts at solve rate ``p`` (A-GRAE with ``omega=None``: ``ω = p``;
     ``reinforce_pp``: ``σ_batch = Δ·sqrt(pq(G−1)/G)``).
 
+    Cost: the ``G + 1`` groups are evaluated in their compressed form (two reward values
+    with multiplicities, :meth:`~rlvr_theory.advantages.Advantage.outcome_values`), so time
+    and memory are O(G) per ``p`` (``G = 2**20``: well under a second per ``p``; the ``p``
+    values are processed in chunks of bounded memory).  A family registered elsewhere that
+    is not compressible is evaluated on dense groups up to ``G = 16384``.
+
     Examples
     --------
     >>> from rlvr_theory import masses
@@ -214,12 +258,22 @@ def exact(adv: Advantage | str, p: Any, G: int, *, with_abs: bool = False) -> Ma
     adv = as_advantage(adv)
     pa = check_p(p)
     G = check_group_size(G, adv)
-    pmf = binom_pmf(pa.ravel(), G)
-    if adv.batch_level:
-        per_x = _per_x_population(adv, G, pa.ravel())
-        out = [np.einsum("px,px->p", pmf, t).reshape(pa.shape) for t in per_x]
-    else:
-        out = [(pmf @ t).reshape(pa.shape) for t in _per_x(adv, G)]
+    unit = _unit(adv)
+    if unit is not None:
+        out = [adv.rescale(t, what="the exact masses") for t in exact(unit, pa, G, with_abs=True)]
+        return (out[0], out[1], out[2]) if with_abs else Masses(out[0], out[1])  # type: ignore[return-value]
+    flat = pa.ravel()
+    out = [np.empty(flat.shape) for _ in range(3)]
+    per_x = None if adv.batch_level else _per_x(adv, G)
+    for sl in _p_chunks(flat.size, G):  # bounded memory: O(G) per p, a fixed budget per chunk
+        pmf = binom_pmf(flat[sl], G)
+        if adv.batch_level:
+            for o, t in zip(out, _per_x_population(adv, G, flat[sl])):
+                o[sl] = np.einsum("px,px->p", pmf, t)
+        else:
+            for o, t in zip(out, per_x):
+                o[sl] = pmf @ t
+    out = [o.reshape(pa.shape) for o in out]
     if with_abs:
         return out[0], out[1], out[2]  # type: ignore[return-value]
     return Masses(out[0], out[1])
@@ -272,12 +326,24 @@ def closed_form(adv: Advantage | str, p: Any, G: int | None = None) -> Masses:
     adv = as_advantage(adv)
     pa = check_p(p)
     G = check_group_size(G, adv, required=False)
+    unit = _unit(adv)
+    if unit is not None:
+        m = closed_form(unit, pa, G)
+        return Masses(adv.rescale(m.m_S, what="the closed-form masses"),
+                      adv.rescale(m.m_F, what="the closed-form masses"))
     f_s, f_f, exprs = lambdified(adv, G)
-    m_s, m_f = _eval(f_s, pa), _eval(f_f, pa)
+    try:
+        m_s, m_f = _eval(f_s, pa), _eval(f_f, pa)
+    except (OverflowError, TypeError):  # an exact reward value too large for a float in the formula
+        raise ValueError(f"reward_values: the closed form of {adv!r} overflows float64 at these "
+                         "reward values") from None
     bad = ~(np.isfinite(m_s) & np.isfinite(m_f))
     if np.any(bad):  # only at the closed interval's ends: use the one-sided limits
         for val in np.unique(pa[bad]):
             if val not in (0.0, 1.0):
+                if adv.reward_values != (0.0, 1.0):
+                    raise ValueError(f"reward_values: the closed form of {adv!r} is not finite at p = {val} "
+                                     "(it overflows float64 at these reward values)")
                 raise ValueError(f"p: the closed form of {adv!r} is not finite at p = {val}")
             lim = [float(_one_sided_limit(e, val)) for e in exprs]
             sel = bad & (pa == val)
@@ -383,6 +449,10 @@ def _ratios(adv: Advantage, p: np.ndarray, G: int | None, m: Masses, use_exact: 
         undefined |= np.isnan(out)
     if np.any(undefined):
         if use_exact and not adv.batch_level and not any(np.any(t) for t in _per_x(adv, G)[:2]):
+            if adv.reward_values != (0.0, 1.0) and any(np.any(t) for t in _per_x(adv.with_params(
+                    reward_values=(0.0, 1.0)), G)[:2]):
+                raise ValueError(f"reward_values: the masses of {adv!r} underflow to 0 for every group of "
+                                 f"size G = {G} (R_c − R_w too small for float64); m_S/m_F is undefined")
             raise ValueError(f"G: {adv!r} gives zero masses for every group of size G = {G}; "
                              "m_S/m_F is undefined")
         for at in (0.0, 1.0):
@@ -401,6 +471,7 @@ def sign_ratio(adv: Advantage | str, p: Any, G: int | None = None, *, exact: boo
     adv = as_advantage(adv)
     pa = check_p(p)
     G = check_group_size(G, adv, required=exact)
+    adv = _unit(adv) or adv  # the ratio does not depend on the reward scale
     m = _exact(adv, pa, G) if exact else closed_form(adv, pa, G)
     return _ratios(adv, pa, G, m, exact, rho=False)
 
@@ -422,6 +493,7 @@ def advantage_ratio(adv: Advantage | str, p: Any, G: int | None = None, *, exact
     adv = as_advantage(adv)
     pa = check_p(p)
     G = check_group_size(G, adv, required=exact)
+    adv = _unit(adv) or adv  # the ratio does not depend on the reward scale
     m = _exact(adv, pa, G) if exact else closed_form(adv, pa, G)
     return _ratios(adv, pa, G, m, exact, rho=True)
 
@@ -478,8 +550,11 @@ def table(p: Any = (0.3, 0.5), G: int = 8,
     frames = []
     for a in advs:  # one vectorised evaluation per family
         check_group_size(G, a)
-        cf = closed_form(a, pa, G)
-        ms_x, mf_x, abs_x = exact(a, pa, G, with_abs=True)
+        u = _unit(a) or a  # ratios at reward values (0, 1): free of the scale, no underflow
+        cf_u = closed_form(u, pa, G)
+        ex_u = exact(u, pa, G, with_abs=True)
+        cf = Masses(*(a.rescale(t, what="the closed-form masses") for t in cf_u)) if u is not a else cf_u
+        ms_x, mf_x, abs_x = ((a.rescale(t, what="the exact masses") for t in ex_u) if u is not a else ex_u)
         frames.append(pd.DataFrame({
             "advantage": a.name,
             "params": ", ".join(f"{k}={v}" for k, v in a.params.items()),
@@ -487,9 +562,9 @@ def table(p: Any = (0.3, 0.5), G: int = 8,
             "p": pa, "G": G,
             "m_S": cf.m_S, "m_F": cf.m_F,
             "m_S_exact": ms_x, "m_F_exact": mf_x,
-            "sign_ratio": _ratios(a, pa, G, cf, False, False),
-            "advantage_ratio": _ratios(a, pa, G, cf, False, True),
-            "advantage_ratio_exact": _ratios(a, pa, G, Masses(ms_x, mf_x), True, True),
+            "sign_ratio": _ratios(u, pa, G, cf_u, False, False),
+            "advantage_ratio": _ratios(u, pa, G, cf_u, False, True),
+            "advantage_ratio_exact": _ratios(u, pa, G, Masses(ex_u[0], ex_u[1]), True, True),
             "mean_abs_A_exact": abs_x,
             "balance": _balance(cf.m_S, cf.m_F),
         }))

@@ -261,9 +261,14 @@ def weight_variance(adv: Advantage | str, p: Any, G: int, *, which: str = "m_S",
 def _exact_variance(w_x: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Σ_x Binom(x; G, p)(w_x − mean)², w_x = w(x/G) for x = 0..G (centred: no cancellation)."""
     G = w_x.shape[-1] - 1
-    pmf = _masses.binom_pmf(p.ravel(), G)
-    mean = pmf @ w_x
-    return np.einsum("px,px->p", pmf, (w_x[None, :] - mean[:, None]) ** 2).reshape(p.shape)
+    flat = p.ravel()
+    out = np.empty(flat.shape)
+    step = max(1, 2**22 // (G + 1))  # p in chunks: O(G) memory per p, 32 MiB per array at most
+    for lo in range(0, flat.size, step):
+        pmf = _masses.binom_pmf(flat[lo : lo + step], G)
+        mean = pmf @ w_x
+        out[lo : lo + step] = np.einsum("px,px->p", pmf, (w_x[None, :] - mean[:, None]) ** 2)
+    return out.reshape(p.shape)
 
 
 def relative_weight_variance(adv: Advantage | str, p: Any, G: int, *, which: str = "m_S",

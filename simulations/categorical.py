@@ -55,16 +55,19 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analysis.runtime import resolve_device
+from analysis.runtime import check_memory, resolve_device
 from rlvr_theory import advantages as _adv
 from rlvr_theory import categorical as _cat
 from rlvr_theory import checks, runner
 from rlvr_theory import entropy as _ent
 
 __all__ = ["Config", "PRESETS", "preset", "initial_logits", "sample_counts", "outcome_advantages",
-           "simulate", "add_parser"]
+           "simulate", "describe", "INDEX_MAX", "add_parser"]
 
 SURROGATES = ("logprob", "prob", "trpo")
+#: the largest index the engine's int64 tensors can hold: group sizes ``N <= INDEX_MAX - 1``
+#: (draw indices ``0..N``); larger actions, steps or seed counts are refused by the memory check
+INDEX_MAX = 2 ** 63 - 1
 OPTIMIZERS = ("sgd", "adam")
 
 
@@ -131,7 +134,7 @@ class Config:
                                      f"got {len(vals)}")
         if self.record_probs and self.K > 64:
             raise ValueError(f"record_probs needs K <= 64 (one column per action), got K = {self.K}")
-        put("N", _each(checks.integer, "N", self.N, low=1))
+        put("N", _each(checks.integer, "N", self.N, low=1, high=INDEX_MAX - 1))  # draw indices 0..N in int64
         put("seeds", _each(checks.integer, "seeds", self.seeds, low=0))
         put("gamma", _each(checks.number, "gamma", self.gamma, low=0))
         put("lr", _each(checks.number, "lr", self.lr, low=0, low_open=True))
@@ -152,6 +155,30 @@ class Config:
         if min(self.N) < adv.min_group_size():
             raise ValueError(f"N must be >= {adv.min_group_size()} for advantage {self.advantage!r}, got {min(self.N)}")
         return self
+
+    def memory_bytes(self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> int:
+        """Estimated peak memory of :func:`simulate` in bytes, from the settings (Python integers:
+        no overflow, however large the request).
+
+        Per configuration: about ``12`` buffers of ``K`` numbers (logits, policy, CDF, gradient,
+        counts, optimiser state, temporaries) and ``7`` of ``N + 1`` (the draws); on CUDA every
+        configuration is resident at once, on the CPU one group size at a time.  Plus the
+        trajectory: one row of ``~20`` columns (``+ K`` with ``record_probs``) per configuration
+        and recorded step, about three copies while it is assembled.
+
+        >>> Config(K=10, n_correct=2, N=(4,), seeds=(0,), steps=10).memory_bytes() < 2**20
+        True
+        >>> Config(N=(10**12,)).memory_bytes() // 2**40  # TiB: 8 configurations of 10^12 draws
+        414
+        """
+        es = torch.empty((), dtype=dtype).element_size()
+        per_n = len(self.gamma) * len(self.seeds) * len(self.lr)
+        K = int(self.K)
+        block = [per_n * (K * (8 * es + 4 * 8) + 7 * 8 * (int(n) + 1)) + 8 * (int(n) + 1) for n in self.N]
+        engine = sum(block) if torch.device(device).type == "cuda" else max(block)
+        records = int(self.steps) // int(self.record_every) + 2
+        cols = 20 + (K if self.record_probs else 0)
+        return int(engine + 3 * 8 * cols * records * per_n * len(self.N))
 
     def make_advantage(self) -> _adv.Advantage:
         """The registry advantage of this configuration (:func:`rlvr_theory.advantages.get`)."""
@@ -319,6 +346,17 @@ def _metrics(u: torch.Tensor, p: torch.Tensor, p0c: torch.Tensor, nc: int, Q0: t
     return out
 
 
+def describe(cfg: Config, prog: str = "rlvr-sim categorical") -> str:
+    """``prog`` and the settings that size a run, for the messages of :func:`simulate`'s checks.
+
+    >>> describe(Config(N=(4, 16), seeds=(0,), steps=10))
+    'rlvr-sim categorical (K=128000, N up to 16, 4 configurations, steps=10, record_every=10)'
+    """
+    n = len(cfg.N) * len(cfg.gamma) * len(cfg.seeds) * len(cfg.lr)
+    return (f"{prog} (K={cfg.K}, N up to {max(cfg.N)}, {n} configurations, steps={cfg.steps}, "
+            f"record_every={cfg.record_every})")
+
+
 def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.dtype = torch.float32,
              progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run every configuration of ``cfg`` as batched torch programs.
@@ -369,6 +407,7 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
     dev = resolve_device(device)
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    check_memory(cfg.memory_bytes(dev, dtype), describe(cfg), device=dev)
     grid = cfg.grid()
     per_n = len(cfg.gamma) * len(cfg.seeds) * len(cfg.lr)  # N is the outer axis of the grid
     groups = [(n, i * per_n, (i + 1) * per_n) for i, n in enumerate(cfg.N)]
@@ -441,7 +480,7 @@ class _Block:
         cfg, out = self.cfg, []
         for t in range(cfg.steps + 1):
             rec = t % cfg.record_every == 0 or t == cfg.steps
-            row = {"step": np.full(self.B, t), **self.metrics()} if rec else None
+            row = {"step": np.full(self.B, t), **self.metrics(t)} if rec else None
             X = self.sample(t, counts=rec or cfg.surrogate == "trpo" or cfg.predict)
             if rec:
                 row["Q_u_pos"] = self.unsampled_correct_mass()
@@ -470,10 +509,23 @@ class _Block:
         torch.softmax(self.z / self.T if self.T != 1 else self.z, -1, out=self.ez)
         torch.cumsum(self.ez, -1, dtype=torch.float64, out=self.cdf)
 
-    def metrics(self) -> dict[str, np.ndarray]:
-        """The recorded metrics of the current policy (:func:`_metrics`)."""
+    def metrics(self, t: int = 0) -> dict[str, np.ndarray]:
+        """The recorded metrics of the current policy (:func:`_metrics`) at step ``t``;
+        ``ValueError`` (:func:`simulations.cli.diverged`) if the logits or a metric are not finite."""
         u = self.z / self.T if self.T != 1 else self.z
-        return _np(_metrics(u, self.ez, self.p0c, self.nc, self.Q0, self.cfg.record_probs))
+        out = _np(_metrics(u, self.ez, self.p0c, self.nc, self.Q0, self.cfg.record_probs))
+        bad = ~torch.isfinite(u).all(-1).cpu().numpy()
+        for v in out.values():
+            bad |= ~np.isfinite(v)
+        if bad.any():
+            from .cli import diverged
+
+            row = self.sub.iloc[int(np.argmax(bad))]
+            where = f"configuration {int(row.config)}: N={int(row.N)}, gamma={row.gamma:g}, seed={int(row.seed)}"
+            if self.T != 1:
+                where += f", temperature={self.T:g}"
+            raise diverged(t, where, row.lr, "non-finite logits")
+        return out
 
     def unsampled_correct_mass(self) -> np.ndarray:
         """``Q_u_pos``: the correct mass not drawn by the current step (needs the counts)."""
@@ -588,20 +640,24 @@ def _np(met: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
 
 # ------------------------------------------------------------------ CLI
 def _run_cli(args: argparse.Namespace) -> int:
+    from .cli import check_out, command_settings, write_run
+
+    check_out(args)  # before any work
     seeds = None if args.seeds is None else checks.integer("seeds", args.seeds, low=1)
     params = runner.parse_params(args.param)
-    cfg = preset(args.preset, steps=args.steps, N=args.N, gamma=args.gamma,
-                 seeds=None if seeds is None else tuple(range(seeds)), surrogate=args.surrogate,
-                 optimizer=args.optimizer, advantage=args.advantage, advantage_params=params or None)
+    kw = dict(steps=args.steps, N=args.N, gamma=args.gamma, surrogate=args.surrogate, optimizer=args.optimizer,
+              advantage=args.advantage, advantage_params=params or None)
     dev = resolve_device(args.device)
+    if seeds is not None:  # the size of the sweep is checked before its seed list is built
+        sized = dataclasses.replace(preset(args.preset, seeds=(0,), **kw), seeds=range(seeds))
+        check_memory(sized.memory_bytes(dev), describe(sized), device=dev)
+    cfg = preset(args.preset, seeds=None if seeds is None else tuple(range(seeds)), **kw)
     t0 = time.perf_counter()
     traj, final = simulate(cfg, device=dev, progress=not args.quiet)
     wall = time.perf_counter() - t0
-    from .cli import command_settings, write_run
-
     write_run(args.out, traj, final, {"preset": args.preset, "config": cfg.to_dict(), "torch": torch.__version__,
                                       "wall_s": wall},
-              settings=command_settings(args), seed=list(cfg.seeds), device=dev)
+              settings=command_settings(args), seed=list(cfg.seeds), device=dev, overwrite=args.overwrite)
     if not args.quiet:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} configurations, "
               f"{wall:.1f} s on {dev})")

@@ -65,6 +65,7 @@ __all__ = [
     "expected_gradient",
     "simulate_population",
     "run_preset",
+    "check_size",
     "add_parser",
 ]
 
@@ -93,10 +94,36 @@ def _check_common(G: Any, steps: Any, lr: Any, optimizer: str, reduction: str,
             checks.number("lr", lr, low=0, low_open=True), checks.integer("log_every", log_every, low=1))
 
 
+def _spectrum(dW: np.ndarray, step: int, lr: float, where: str) -> dict[str, Any]:
+    """:func:`analysis.spectra.summary` of a head update; one too large for float64 (its norm
+    overflows) or not finite is a diverged run (:func:`simulations.cli.diverged`)."""
+    from .cli import diverged
+
+    try:
+        sp = spectra.summary(dW, deltas=())
+    except ValueError as err:
+        raise diverged(step, where, lr, "a head update too large for float64") from err
+    if not all(np.isfinite(sp[key]) for key in ("rank1_fraction", "fro_norm")):
+        raise diverged(step, where, lr, "a non-finite spectrum of the head update")
+    return sp
+
+
+def _check_finite(W: np.ndarray, step: int, lr: float, names: Sequence[str], what: str = "non-finite weights") -> None:
+    """``ValueError`` (:func:`simulations.cli.diverged`) if a configuration's entries of ``W``
+    (configurations on the leading axis) are not all finite; ``names[c]`` names configuration ``c``."""
+    ok = np.isfinite(W).reshape(len(W), -1).all(-1)
+    if not ok.all():
+        from .cli import diverged
+
+        raise diverged(step, names[int(np.argmin(ok))], lr, what)
+
+
 # ----------------------------------------------------------------------------- core
 def softmax(z: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, shifted by the max (no overflow)."""
-    z = z - z.max(-1, keepdims=True)
+    """Softmax over the last axis, shifted by the max (no overflow: a shifted logit below the
+    float64 range is ``-inf``, its probability 0)."""
+    with np.errstate(over="ignore"):
+        z = z - z.max(-1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(-1, keepdims=True)
 
@@ -274,6 +301,7 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
     sims = [similarity] if isinstance(similarity, str) else list(similarity)
     for s in sims:
         checks.choice("similarity", s, tuple(SIAMESE_VARIANTS))
+    check_size("toy", G=Gs, similarity=sims, seeds=seeds, steps=steps, log_every=log_every)
     seed_list = _seed_list(seeds)
     _, steps, lr, log_every = _check_common(max(Gs), steps, lr, optimizer, reduction, log_every)
     params = dict(advantage_params or {})
@@ -286,6 +314,7 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
     for g in Gs:
         combos = [(sim, sd) for sd in seed_list for sim in sims]
         C = len(combos)
+        names = [f"G={g}, similarity={sim}, seed={sd}" for sim, sd in combos]
         x_eval = np.array([SIAMESE_VARIANTS[s] for s, _ in combos])       # [C, d]
         rngs = {sd: np.random.default_rng(sd) for sd in seed_list}
         W = np.zeros((C, 4, 4))
@@ -299,13 +328,16 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
             from tqdm.auto import tqdm
             it = tqdm(it, desc=f"linear-head toy G={g}", leave=False)
         for t in it:
-            pi = softmax(np.einsum("cvd,cbd->cbv", W, H))               # [C, 1, 4]
+            z = np.einsum("cvd,cbd->cbv", W, H)                           # [C, 1, 4] logits
+            pi = softmax(z)
             ent = _entropy(pi)[:, 0]
             if t % log_every == 0 or t == steps:
                 pe = softmax(np.einsum("cvd,cd->cv", W, x_eval))
+                # max(p_cat, p_persian)/(p_cat + p_persian) from the logits: finite when both underflow
+                share = 1 / (1 + np.exp(-np.abs(z[:, 0, 0] - z[:, 0, 2])))
                 rows.append(dict(step=t, p_cat=pi[:, 0, 0], p_dog=pi[:, 0, 1], p_persian=pi[:, 0, 2],
                                  p_siamese_train=pi[:, 0, 3], siamese_acc=pe[:, 3], entropy=ent,
-                                 reward_mean=np.full(C, np.nan)))
+                                 reward_mean=np.full(C, np.nan), winner_share=share))
             if t == steps:
                 break
             # one sampler per seed: configurations of the same seed see the same uniforms
@@ -318,7 +350,9 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
             grad = head_gradient(pi, H, y, A)
             if reduction == "mean":
                 grad = grad / g
-            W = opt.step(W, grad)
+            with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is refused just below
+                W = opt.step(W, grad)
+            _check_finite(W, t + 1, lr, names)
             if t % log_every == 0:
                 rows[-1]["reward_mean"] = r.mean((1, 2))
         traj = []
@@ -335,7 +369,7 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
         weights[g] = W
     tr = pd.concat(frames_t, ignore_index=True)
     tr["advantage"], tr["optimizer"], tr["lr"] = advantage, optimizer, lr
-    tr["winner_share"] = np.maximum(tr.p_cat, tr.p_persian) / (tr.p_cat + tr.p_persian)
+    tr["winner_share"] = tr.pop("winner_share")  # the last column
     final = tr[tr.step == steps].drop(columns=["reward_mean"], errors="ignore").reset_index(drop=True)
     final.attrs["weights"] = weights
     return tr, final
@@ -562,6 +596,8 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
     """
     M = checks.integer("M", M, low=1)
     Ks = [checks.integer("K", k, low=1) for k in np.atleast_1d(K).tolist()]
+    check_size("population", M=M, K=Ks, tokens_per_mode=tokens_per_mode, G=G, seeds=seeds, correct=correct,
+               steps=steps, log_every=log_every)
     seed_list = _seed_list(seeds)
     G, steps, lr, log_every = _check_common(G, steps, lr, optimizer, reduction, log_every)
     params = dict(advantage_params or {})
@@ -579,6 +615,7 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         rngs = [np.random.default_rng(s) for s in seed_list]
         _, _, ent0 = _population_policy(W, H, cm, path_p)
         rule = _AdvantageRule(advantage, params, C, ent0, steps)
+        names = [f"K={k}, seed={sd}" for sd in seed_list]
         it = range(steps + 1)
         if progress:
             from tqdm.auto import tqdm
@@ -591,7 +628,7 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
             if logged:
                 row = dict(step=t, seed=seed_list, solve_rate=solve, entropy=ent, reward_mean=np.full(C, np.nan),
                            alpha=np.full(C, np.nan), delta=np.full(C, np.nan))
-                specs = [spectra.summary(W[c] - W0, deltas=()) if t > 0 else None for c in range(C)]
+                specs = [_spectrum(W[c] - W0, t, lr, names[c]) if t > 0 else None for c in range(C)]
                 for key in ("rank1_fraction", "s1_s2", "stable_rank", "fro_norm"):
                     row[key] = [np.nan if sp_ is None else sp_[key] for sp_ in specs]
                 rows.append(row)
@@ -607,7 +644,9 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
             np.add.at(w, (ci, mi, gi, y), A)
             grad = np.einsum("cmgv,cmgd->cvd", w, H[np.arange(M)[None, :, None], z])
             grad /= M * (G if reduction == "mean" else 1)
-            W = opt.step(W, grad)
+            with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is refused just below
+                W = opt.step(W, grad)
+            _check_finite(W, t + 1, lr, names)
             if logged:
                 rows[-1]["reward_mean"], rows[-1]["alpha"], rows[-1]["delta"] = r.mean((1, 2)), alpha, delta
         df = pd.concat([pd.DataFrame(r_) for r_ in rows], ignore_index=True)
@@ -651,12 +690,61 @@ def run_preset(name: str, **overrides: Any) -> tuple[pd.DataFrame, pd.DataFrame,
     instance, kw = PRESETS[name]
     kw = {**kw, **{k: v for k, v in overrides.items() if v is not None}}
     fn = simulate_toy if instance == "toy" else simulate_population
-    tr, final = fn(**kw)
     defaults = {k: p.default for k, p in inspect.signature(fn).parameters.items()}
+    check_size(instance, **kw, what=f"rlvr-sim linear-head --preset {name}")
+    tr, final = fn(**kw)
     return tr, final, {"preset": name, "instance": instance, **defaults, **kw}
 
 
+def check_size(instance: str, *, what: str | None = None, **kw: Any) -> int:
+    """Refuse (``ValueError``) a run of :func:`simulate_toy` (``instance="toy"``) or
+    :func:`simulate_population` (``"population"``) with the keyword arguments ``kw`` that cannot
+    fit in memory, before any seed list or array is built; returns the estimated bytes.  The
+    message starts with ``what`` (default ``"the linear-head toy"`` / ``"... population"``).
+
+    The sizes are read (and checked) as Python integers: the toy holds ``~9`` numbers per
+    configuration and rollout; the population ``~3`` policies ``[C, M, K+1, V]``, ``~4``
+    arrays ``[C, M, G, V]`` and the gathered features ``[C, M, G, d]`` (``V = (M or 1) +
+    K·tokens_per_mode``, ``d = K + 18``); both a trajectory of ``~25`` columns per
+    configuration and logged step, three copies while it is assembled.
+
+    >>> check_size("toy", G=[4, 16], seeds=2, steps=100) < 2**24
+    True
+    >>> check_size("toy", G=[10**12], steps=10)
+    Traceback (most recent call last):
+    ...
+    ValueError: the linear-head toy (G up to 1000000000000, 1 configurations, steps=10) needs about ...
+    """
+    sig = inspect.signature(simulate_toy if instance == "toy" else simulate_population).parameters
+    kw = {**{k: p.default for k, p in sig.items()}, **kw}
+    seeds = kw["seeds"]
+    S = checks.integer("seeds", seeds, low=1) if np.ndim(seeds) == 0 else len(seeds)
+    steps = checks.integer("steps", kw["steps"], low=1)
+    log_every = checks.integer("log_every", kw["log_every"], low=1)
+    records = steps // log_every + 2
+    if instance == "toy":
+        Gs = [checks.integer("G", g, low=1) for g in np.atleast_1d(kw["G"]).tolist()]
+        C = S * (1 if isinstance(kw["similarity"], str) else len(kw["similarity"]))
+        nbytes = max(C * (9 * 8 * g + 2_000) for g in Gs) + 3 * 8 * 25 * C * len(Gs) * records
+        text = f"(G up to {max(Gs)}, {C * len(Gs)} configurations, steps={steps})"
+    else:
+        M, G = checks.integer("M", kw["M"], low=1), checks.integer("G", kw["G"], low=1)
+        tpm = checks.integer("tokens_per_mode", kw["tokens_per_mode"], low=1)
+        Ks = [checks.integer("K", k, low=1) for k in np.atleast_1d(kw["K"]).tolist()]
+        V = {k: (M if kw["correct"] == "per_prompt" else 1) + k * tpm for k in Ks}
+        nbytes = (max(8 * S * (M * (3 * (k + 1) * V[k] + 4 * G * V[k] + G * (k + 18)) + 6 * V[k] * (k + 18))
+                      for k in Ks) + 3 * 8 * 25 * S * len(Ks) * records)
+        text = f"(M={M}, K up to {max(Ks)}, G={G}, {S * len(Ks)} configurations, steps={steps})"
+    from analysis.runtime import check_memory
+
+    check_memory(nbytes, f"{what or 'the linear-head ' + instance} {text}", device="cpu")
+    return nbytes
+
+
 def _cli(args: argparse.Namespace) -> int:
+    from .cli import check_out, command_settings, write_run
+
+    check_out(args)  # before any work
     params = runner.parse_params(args.param) or None
     if args.preset not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {args.preset!r}")
@@ -680,11 +768,10 @@ def _cli(args: argparse.Namespace) -> int:
                 raise ValueError("G must be a single value for the population presets")
             over["G"] = args.G[0]
     tr, final, config = run_preset(args.preset, **over)
-    from .cli import command_settings, write_run
 
     config.pop("progress", None)
     write_run(args.out, tr, final, config, settings=command_settings(args), seed=_seed_list(config["seeds"]),
-              device="cpu")
+              device="cpu", overwrite=args.overwrite)
     if not args.quiet:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} configurations)")
     return 0

@@ -56,7 +56,7 @@ from rlvr_theory import checks, runner
 
 from . import categorical as sc
 
-__all__ = ["Setting", "Toy", "TOYS", "toy", "configs", "run", "stages",
+__all__ = ["Setting", "Toy", "TOYS", "toy", "configs", "check_size", "run", "stages",
            "behaviour_step", "add_parser"]
 
 
@@ -238,6 +238,38 @@ def configs(name: str, *, steps: int | None = None, seeds: int | None = None, re
     return [(s, s.config(st, se, re)) for s in chosen]
 
 
+def check_size(name: str, *, steps: int | None = None, seeds: int | None = None, record_every: int | None = None,
+               settings: Sequence[str] | None = None, device: str = "cpu") -> int:
+    """Refuse (``ValueError``) a run of toy ``name`` that cannot fit in memory, before any seed
+    list or tensor is built; returns the estimated bytes.
+
+    The engine's estimate (:meth:`simulations.categorical.Config.memory_bytes`) of the
+    largest setting plus the long-form trajectory (one row of ``~20`` columns per setting,
+    group size, seed, recorded step and action, three copies while it is assembled).
+
+    >>> check_size("twostage-fig1", steps=200, seeds=2) < 2**26
+    True
+    >>> check_size("twostage-fig1", seeds=10**12)
+    Traceback (most recent call last):
+    ...
+    ValueError: rlvr-sim toys (--preset twostage-fig1: 6 settings, seeds=1000000000000, steps=1000) needs about ...
+    """
+    from analysis.runtime import check_memory
+
+    t = toy(name)
+    S = t.seeds if seeds is None else checks.integer("seeds", seeds, low=1)
+    st = t.steps if steps is None else checks.integer("steps", steps, low=1)
+    engine, table = 0, 0
+    for _, cfg in configs(name, steps=st, seeds=1, record_every=record_every, settings=settings):
+        sized = dataclasses.replace(cfg, seeds=range(S))  # the count only: no seed list is built
+        engine = max(engine, sized.memory_bytes(device))
+        table += 3 * 8 * 20 * cfg.K * len(cfg.N) * S * (cfg.steps // cfg.record_every + 2)
+    n = len(t.settings) if settings is None else len(settings)
+    check_memory(engine + table, f"rlvr-sim toys (--preset {name}: {n} settings, seeds={S}, steps={st})",
+                 device=device)
+    return engine + table
+
+
 # ------------------------------------------------------------------ running
 @contextlib.contextmanager
 def _torch_threads(n: int | None = 1) -> Iterator[None]:
@@ -323,6 +355,7 @@ def run(name: str, *, steps: int | None = None, seeds: int | None = None, record
     1     1    0.019    0.978      45     85.0       True
     """
     t = toy(name)
+    check_size(name, steps=steps, seeds=seeds, record_every=record_every, settings=settings, device=device)
     pairs = configs(name, steps=steps, seeds=seeds, record_every=record_every, settings=settings)
     it = pairs
     if progress:
@@ -450,20 +483,23 @@ def behaviour_step(name: str = "agrae-cneg", *, seeds: int = 64, device: str = "
 
 # ------------------------------------------------------------------ CLI
 def _run_cli(args: argparse.Namespace) -> int:
+    from .cli import check_out, command_settings, write_run
+
+    check_out(args)  # before any work
     t = toy(args.preset)
-    pairs = configs(args.preset, steps=args.steps, seeds=args.seeds)  # validates before anything is written
     dev = resolve_device(args.device)
+    check_size(args.preset, steps=args.steps, seeds=args.seeds, device=str(dev))
+    pairs = configs(args.preset, steps=args.steps, seeds=args.seeds)  # validates before anything is written
     t0 = time.perf_counter()
     traj, final = run(args.preset, steps=args.steps, seeds=args.seeds, device=str(dev), progress=not args.quiet,
                       threads=None)  # the runner has applied --threads
     wall = time.perf_counter() - t0
-    from .cli import command_settings, write_run
 
     record = {"preset": t.name, "title": t.title, "source": t.source, "stage_pair": t.stage_pair,
               "toy_settings": [dataclasses.asdict(s) for s, _ in pairs], "configs": [c.to_dict() for _, c in pairs],
               "wall_s": wall}
     write_run(args.out, traj, final, record, settings=command_settings(args), seed=list(pairs[0][1].seeds),
-              device=dev)
+              device=dev, overwrite=args.overwrite)
     if not args.quiet:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} runs, {wall:.1f} s on {dev})")
     return 0

@@ -27,7 +27,7 @@ from analysis.io import atomic_dir, atomic_write, write_json
 from rlvr_theory.serialize import dumps, jsonable
 
 __all__ = ["save_model_dir", "checkpoint_name", "latest_checkpoint", "list_checkpoints",
-           "clean_partial", "MetricsLog", "write_json", "read_json"]
+           "clean_partial", "remove_tree", "MetricsLog", "write_json", "read_json"]
 
 _CKPT = re.compile(r"^checkpoint-(\d{6,})$")
 
@@ -89,6 +89,19 @@ def clean_partial(run_dir: str | os.PathLike) -> list[Path]:
         shutil.rmtree(p, ignore_errors=True)
         removed.append(p)
     return removed
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    """Delete the directory ``path`` (``--overwrite`` of a run).  The current working directory
+    and its parents are refused."""
+    p = Path(path).resolve()
+    cwd = Path.cwd().resolve()
+    if p == cwd or p in cwd.parents:
+        raise ValueError(f"overwrite: {str(path)!r} holds the current directory; choose another --out")
+    if p.is_dir():
+        shutil.rmtree(p)
+    elif p.exists():
+        p.unlink()
 
 
 class MetricsLog:

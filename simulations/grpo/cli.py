@@ -26,9 +26,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from analysis.io import check_out
 from rlvr_theory import runner
 
-from .config import EvalConfig, GRPOConfig, SFTConfig, SweepConfig, read_run_settings
+from .config import EVAL_FILES, EvalConfig, GRPOConfig, SFTConfig, SweepConfig, check_out_dir, read_run_settings
 
 __all__ = ["main", "main_exit", "build_parser", "add_run_settings", "NOT_FLAGS"]
 
@@ -97,10 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ------------------------------------------------------------------ commands
 def _task_of_init(kw: dict[str, Any]) -> None:
-    """Default task and difficulty: those of --init's task.json (an SFT checkpoint)."""
+    """Default task and difficulty: those of --init's task.json (an SFT checkpoint; the file is
+    checked by :func:`simulations.grpo.tasks.read_spec`)."""
+    from .tasks import read_spec
+
     init = kw.get("init")
-    if init and "task" not in kw and (Path(init) / "task.json").is_file():
-        spec = json.loads((Path(init) / "task.json").read_text())
+    spec = read_spec(init, what="init") if init and Path(init).is_dir() else None
+    if spec is not None and "task" not in kw:
         kw["task"] = spec["name"]
         for k in ("difficulty", "heldout_fraction", "split_seed"):
             if k in spec and k not in kw:
@@ -122,8 +126,11 @@ def _cmd_grpo(args: argparse.Namespace) -> int:
     kw = runner.given_settings(args, GRPOConfig)
     if args.param is not None:
         kw["params"] = runner.parse_params(args.param)
-    saved = read_run_settings(args.out) if kw.get("resume") else None
-    if saved is not None:  # a resumed run keeps its settings unless given again
+    saved = None
+    if kw.get("resume"):  # a resumed run keeps its settings unless given again
+        check_out_dir(args.out, resume=True)
+        saved = read_run_settings(args.out)
+        saved.pop("overwrite", None)
         kw = {**saved, **kw}
     else:
         _task_of_init(kw)
@@ -137,6 +144,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from .evaluate import evaluate, load_task, write_result
 
     cfg = EvalConfig(**runner.given_settings(args, EvalConfig))
+    if cfg.out is not None:  # before the evaluation, which may take long
+        check_out(cfg.out, markers=EVAL_FILES[:1], overwrite=bool(cfg.overwrite))
     task = load_task(cfg.checkpoint, cfg.task, cfg.difficulty) if (cfg.task or cfg.difficulty) else None
     res = evaluate(cfg.checkpoint, task=task, k=cfg.k, n=cfg.n, problems=cfg.problems,
                    max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
@@ -149,8 +158,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"pass@{k:<10d} {v:.4f}")
     print(f"answer entropy  {res.answer_entropy:.4f} nats")
     print(f"token entropy   {res.token_entropy:.4f} nats")
-    if cfg.out:
-        write_result(res, cfg.out)
+    if cfg.out is not None:
+        write_result(res, cfg.out, overwrite=bool(cfg.overwrite))
     return 0
 
 

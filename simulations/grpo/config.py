@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import types
+import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.runtime import resolve_device
+from analysis.io import check_out
+from analysis.runtime import check_memory, resolve_device
 from rlvr_theory import advantages, checks, schedules
 from rlvr_theory.advantages import Advantage
 
@@ -47,10 +50,15 @@ from . import models, tasks
 from .losses import AGGREGATIONS, LOSSES
 
 __all__ = ["RunSettings", "SFTConfig", "GRPOConfig", "EvalConfig", "SweepConfig", "RESUMABLE_CHANGES",
-           "DEFAULT_EPS", "check_out_dir", "read_run_settings"]
+           "DEFAULT_EPS", "REWARD_LIMIT", "EVAL_FILES", "SWEEP_FILES", "check_out_dir", "read_run_settings"]
 
 #: GRPO settings that may differ between a run and its resumption
-RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads", "resume")
+#: (``out`` too: a run directory that was moved or copied is resumed where it is now)
+RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads", "resume", "out", "overwrite")
+
+#: rewards are refused beyond ±REWARD_LIMIT, and a gap R_c − R_w below 1/REWARD_LIMIT: the batch means
+#: and standard deviations of the advantages stay finite and non-zero in float64
+REWARD_LIMIT = 1e100
 
 #: clip bounds (ε_low, ε_high) when not given: PPO / DAPO (FADE App. 11: 0.2/0.2) and CISPO's
 #: (F-GRPO App. H.2: 1.0/5.0)
@@ -69,35 +77,127 @@ def _eps_text(i: int) -> str:
     return f"{ppo:g}; cispo {cispo:g}"
 
 
-def check_out_dir(out: Any, *, resume: bool = False) -> Path:
-    """``out`` must be a path; without ``resume`` it must not exist or be an empty directory."""
-    if not isinstance(out, (str, os.PathLike)) or str(out) == "":
-        raise ValueError(f"out must be a directory path, got {out!r}")
+#: what ``rlvr-train eval --out`` writes
+EVAL_FILES = ("eval.json", "per_problem.csv")
+#: what ``rlvr-train sweep`` writes besides the run folders
+SWEEP_FILES = ("summary.csv", "output_head_table.csv", "output_head_table.md")
+
+_OVERWRITE_HELP = "replace a non-empty --out that this command did not write (default: refuse)"
+
+
+def check_out_dir(out: Any, *, resume: bool = False, overwrite: bool = False,
+                  markers: Iterable[str] | None = None, resumable: bool = True, arg: str = "out") -> Path:
+    """The output directory of a run, checked before any work (:func:`analysis.io.check_out`).
+
+    Without ``resume``: not a file, not under a file, writable, and new or empty (or holding
+    one of ``markers``: an earlier output of the same command) unless ``overwrite``; an
+    existing run is refused (with a pointer to ``--resume`` when ``resumable``).  With ``resume``: an existing,
+    writable GRPO run directory (with ``run_config.json``).
+    """
+    if not isinstance(out, (str, os.PathLike)) or os.fspath(out) == "":
+        raise ValueError(f"{arg} must be a directory path, got {out!r}")
     p = Path(out)
-    if p.exists() and not p.is_dir():
-        raise ValueError(f"out: {str(p)!r} exists and is not a directory")
-    if not resume and p.is_dir() and any(p.iterdir()):
-        raise ValueError(f"out: {str(p)!r} already exists and is not empty; choose a new directory "
-                         "(or pass --resume to continue a GRPO run there)")
-    return p
+    if resume:
+        if not p.exists():
+            raise ValueError(f"{arg}: {str(p)!r} does not exist; --resume continues the GRPO run in an existing "
+                             "directory (leave --resume out to start a new run)")
+        if p.is_dir() and not (p / "run_config.json").is_file():
+            raise ValueError(f"{arg}: {str(p)!r} is not a GRPO run directory (no run_config.json); "
+                             "--resume continues a run written by rlvr-train grpo")
+        return check_out(p, markers=("run_config.json",), arg=arg)
+    if not overwrite and resumable and p.is_dir() and (p / "run_config.json").is_file():
+        if markers is None:
+            raise ValueError(f"{arg}: {str(p)!r} already exists and is not empty (a run); pass --resume to "
+                             "continue a GRPO run there, --overwrite to replace it, or choose a new directory")
+        if not any((p / m).exists() for m in markers):
+            raise ValueError(f"{arg}: {str(p)!r} holds a run (run_config.json), not an output of this command; "
+                             "choose a new directory or pass --overwrite")
+    return check_out(p, markers=None if markers is None else tuple(markers), overwrite=overwrite, arg=arg)
 
 
-def read_run_settings(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+def _inside(path: Any, folder: Any) -> bool:
+    """Whether ``path`` is ``folder`` or lies inside it (after resolving links)."""
+    p, f = Path(path).resolve(), Path(folder).resolve()
+    return p == f or f in p.parents
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    """Whether a JSON value has the type of a settings field (``int`` for a ``float`` field too)."""
+    if value is None:
+        return type(None) in typing.get_args(tp) or tp is Any
+    tp = _unwrap(tp)
+    origin = typing.get_origin(tp) or tp
+    if origin is bool:
+        return isinstance(value, bool)
+    if origin is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if origin is str:
+        return isinstance(value, str)
+    if origin in (tuple, list):
+        return isinstance(value, list)
+    if origin is dict:
+        return isinstance(value, dict)
+    return True
+
+
+def _unwrap(tp: Any) -> Any:
+    """``X`` for ``X | None``."""
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1:
+        return args[0]
+    return tp
+
+
+def read_run_settings(run_dir: str | os.PathLike, cls: type | None = None) -> dict[str, Any] | None:
     """The settings saved in ``RUN/run_config.json`` (``None`` if there is none).
 
     The file holds the run-metadata block of :func:`analysis.runtime.run_metadata`; the
     settings are its ``settings`` entry (a file written before that block existed holds the
-    settings at its top level).
+    settings at its top level).  A file that is not JSON, not an object, the record of
+    another kind of run (``"kind": "sft"``), or whose settings miss a field of ``cls``
+    (default :class:`GRPOConfig`), name an unknown one or hold a value of the wrong type is
+    refused (``ValueError`` naming the file and the key).
     """
     import json
 
+    cls = GRPOConfig if cls is None else cls
     path = Path(run_dir) / "run_config.json"
     if not path.is_file():
         return None
-    doc = json.loads(path.read_text())
-    settings = dict(doc["settings"]) if "package_version" in doc and "settings" in doc else dict(doc)
+    where = f"resume: file {str(path)!r}"
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{where} is not valid JSON ({err})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where} must hold a JSON object, got {type(doc).__name__}")
+    settings = doc.get("settings") if "package_version" in doc or "settings" in doc else doc
+    if not isinstance(settings, dict):
+        raise ValueError(f"{where}: key 'settings' must be a JSON object, got {type(settings).__name__}")
+    settings = dict(settings)
+    kind = doc.get("kind", settings.pop("kind", None))
     settings.pop("kind", None)
+    if kind not in (None, "grpo"):
+        raise ValueError(f"{where} records a {kind!r} run, not a GRPO run; --resume continues a run written "
+                         "by rlvr-train grpo")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    missing = sorted(fields - set(settings) - _OPTIONAL_SAVED)
+    if missing:
+        raise ValueError(f"{where} is incomplete: setting {missing[0]!r} is missing"
+                         + (f" ({len(missing) - 1} more)" if len(missing) > 1 else ""))
+    for key, value in settings.items():
+        if key not in fields:
+            raise ValueError(f"{where}: unknown setting {key!r}")
+        if not _fits(value, hints[key]):
+            raise ValueError(f"{where}: setting {key!r} has the wrong type ({value!r})")
     return settings
+
+
+#: settings that a run_config.json may lack (added after runs were first written)
+_OPTIONAL_SAVED = frozenset({"overwrite"})
 
 
 # ===================================================================== settings
@@ -127,13 +227,14 @@ class RunSettings:
     threads: int | None = field(default=None, metadata={
         "help": "torch / BLAS CPU threads during the run (None: leave as they are)"})
     quiet: bool = field(default=False, metadata={"help": "no progress bars"})
+    overwrite: bool = field(default=False, metadata={"help": _OVERWRITE_HELP})
 
     def _task(self) -> tasks.Task:
         """The task instance (an unknown or verifier-less task is refused first)."""
         return tasks.get(self.task, self.difficulty, heldout_fraction=self.heldout_fraction,
                          split_seed=self.split_seed)
 
-    def _validate_common(self, *, resume: bool = False) -> None:
+    def _validate_common(self, *, resume: bool = False, resumable: bool = True) -> None:
         """The checks shared by SFT and GRPO, run last (the model and output directories)."""
         if self.init is None:
             checks.choice("preset", self.preset, tuple(models.PRESETS))
@@ -146,7 +247,28 @@ class RunSettings:
         self.weight_decay = checks.number("weight_decay", self.weight_decay, low=0)
         self.max_grad_norm = checks.number("max_grad_norm", self.max_grad_norm, low=0, low_open=True)
         resolve_device(self.device)
-        check_out_dir(self.out, resume=resume)
+        if not isinstance(self.overwrite, bool):
+            raise ValueError(f"overwrite must be True or False, got {self.overwrite!r}")
+        if resume and self.overwrite:
+            raise ValueError("overwrite: --resume continues the run in --out; --overwrite would replace it")
+        check_out_dir(self.out, resume=resume, overwrite=self.overwrite, resumable=resumable)
+        if self.init is not None and self.overwrite and _inside(self.init, self.out):
+            raise ValueError(f"overwrite: --init {str(self.init)!r} lies inside --out {str(self.out)!r}, "
+                             "which --overwrite would replace")
+
+    def _check_memory(self, task: tasks.Task, *, sequences: int, new_tokens: int, train_rows: int,
+                      reference: bool, what: str) -> None:
+        """Refuse a run whose model and batches cannot fit (:func:`analysis.runtime.check_memory`),
+        estimated from the settings by :func:`simulations.grpo.models.memory_needed`."""
+        from .tokenizer import build_tokenizer
+
+        vocab = None if self.init is not None else len(build_tokenizer(task.alphabet))
+        shape = models.model_shape(init=self.init, preset=self.preset, vocab_size=vocab)
+        seq_len = task.max_prompt_len() + new_tokens
+        need = models.memory_needed(shape, sequences=sequences, seq_len=seq_len, train_rows=train_rows,
+                                    optimizer=True, reference=reference)
+        check_memory(need, f"{what} ({sequences:,} sequences of up to {seq_len} tokens, a model of "
+                           f"{shape['params']:,} parameters)", device=resolve_device(self.device))
 
     def to_json(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict (tuples as lists)."""
@@ -181,7 +303,11 @@ class SFTConfig(RunSettings):
         self.target_solve_rate = checks.probability("target_solve_rate", self.target_solve_rate)
         for name in ("batch_size", "max_steps", "eval_every", "eval_problems", "eval_samples"):
             setattr(self, name, checks.integer(name, getattr(self, name), low=1))
-        self._validate_common()
+        self._validate_common(resumable=False)
+        self._check_memory(task, sequences=max(self.eval_problems * self.eval_samples, self.batch_size),
+                           new_tokens=task.max_answer_len() + 2, train_rows=self.batch_size, reference=False,
+                           what=f"the SFT run (--batch-size {self.batch_size}, --eval-problems "
+                                f"{self.eval_problems} x --eval-samples {self.eval_samples})")
         return task
 
 
@@ -239,7 +365,11 @@ class GRPOConfig(RunSettings):
         rv = self.reward_values
         if not (isinstance(rv, (tuple, list)) and len(rv) == 2):
             raise ValueError(f"reward_values must be a pair (R_w, R_c) with R_c > R_w, got {rv!r}")
-        self.reward_values = rv = tuple(rv)
+        self.reward_values = rv = tuple(checks.number("reward_values", v, low=-REWARD_LIMIT, high=REWARD_LIMIT)
+                                        for v in rv)
+        if rv[1] - rv[0] < 1 / REWARD_LIMIT:
+            raise ValueError(f"reward_values must be (R_w, R_c) with R_c - R_w >= {1 / REWARD_LIMIT:g} (usable range "
+                             f"of rewards: |R| <= {REWARD_LIMIT:g}), got {rv!r}")
         self.group_size = checks.integer("group_size", self.group_size, low=2)
         for name in ("batch_size", "steps", "ppo_epochs", "minibatches", "checkpoint_every", "log_every"):
             setattr(self, name, checks.integer(name, getattr(self, name), low=1))
@@ -260,6 +390,10 @@ class GRPOConfig(RunSettings):
         for name in ("kl_coef", "entropy_coef"):
             setattr(self, name, checks.number(name, getattr(self, name), low=0))
         self._validate_common(resume=self.resume)
+        n = self.batch_size * self.group_size
+        self._check_memory(task, sequences=n, new_tokens=self.max_new_tokens or task.max_answer_len() + 2,
+                           train_rows=n, reference=self.kl_coef > 0 or self.log_kl,
+                           what=f"the GRPO run (--batch-size {self.batch_size} x --group-size {self.group_size})")
         return task, adv
 
     def make_advantage(self) -> Advantage | None:
@@ -310,6 +444,7 @@ class EvalConfig:
     quiet: bool = field(default=False, metadata={"help": "no progress bar"})
     out: str | None = field(default=None, metadata={
         "help": "write eval.json and per_problem.csv into this directory", "default_text": "print only"})
+    overwrite: bool = field(default=False, metadata={"help": _OVERWRITE_HELP})
 
 
 @dataclass
@@ -345,11 +480,20 @@ class SweepConfig(GRPOConfig):
         return runs
 
     def run_configs(self) -> dict[str, GRPOConfig]:
-        """Run name → the :class:`GRPOConfig` of that run (``OUT/<run>``, resumed if present)."""
+        """Run name → the :class:`GRPOConfig` of that run (``OUT/<run>``, resumed if it holds a
+        run already, unless ``overwrite``)."""
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(GRPOConfig)
                   if f.name not in (*self.PER_RUN, "out")}
-        return {name: GRPOConfig(out=str(Path(self.out) / name), resume=True, **shared, **spec)
-                for name, spec in self.runs().items()}
+        cfgs = {}
+        for name, spec in self.runs().items():
+            out = Path(self.out) / name
+            resume = not self.overwrite and (out / "run_config.json").is_file()
+            cfgs[name] = GRPOConfig(out=str(out), resume=resume, **shared, **spec)
+        return cfgs
+
+    def markers(self) -> tuple[str, ...]:
+        """What a sweep directory holds: its tables and one folder per run."""
+        return (*SWEEP_FILES, *self.runs())
 
     def validate(self) -> dict[str, GRPOConfig]:  # type: ignore[override]
         """Check the sweep's own settings and every run's (no work done); returns the runs."""
@@ -363,7 +507,12 @@ class SweepConfig(GRPOConfig):
         self.eval_problems = checks.integer("eval_problems", self.eval_problems, low=0)
         self.eval_n = checks.integer("eval_n", self.eval_n, low=1)
         checks.choice("diff_layers", self.diff_layers, ("all", "head"))
-        check_out_dir(self.out, resume=True)
+        if not isinstance(self.overwrite, bool):
+            raise ValueError(f"overwrite must be True or False, got {self.overwrite!r}")
+        check_out_dir(self.out, overwrite=self.overwrite, markers=self.markers())
+        if self.overwrite and _inside(self.init, self.out):
+            raise ValueError(f"overwrite: --init {str(self.init)!r} lies inside --out {str(self.out)!r}, "
+                             "which --overwrite would replace")
         cfgs = self.run_configs()
         for cfg in cfgs.values():
             cfg.validate()

@@ -24,14 +24,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analysis.io import atomic_write
+from analysis.io import atomic_dir
 from analysis.passk import pass_at_k
-from analysis.runtime import resolve_device
+from analysis.runtime import check_memory, resolve_device
 from rlvr_theory import checks
 
 from . import checkpoint as ck
 from . import models, rollout, tasks
-from .config import EvalConfig
+from .config import EVAL_FILES, EvalConfig
 
 __all__ = ["EvalResult", "evaluate", "answer_entropy", "load_task"]
 
@@ -73,10 +73,7 @@ def answer_entropy(problem_index: np.ndarray, answers: Sequence[str], n_problems
 
 def load_task(checkpoint: str | os.PathLike, name: str | None = None, difficulty: int | None = None) -> tasks.Task:
     """The task of a checkpoint (its ``task.json``), with ``name``/``difficulty`` overrides."""
-    spec = {}
-    path = Path(checkpoint) / "task.json"
-    if path.is_file():
-        spec = ck.read_json(path)
+    spec = tasks.read_spec(checkpoint, what="checkpoint") or {}
     name = name or spec.get("name")
     if name is None:
         raise ValueError(f"task: {str(checkpoint)!r} has no task.json; pass the task name")
@@ -122,14 +119,18 @@ def _evaluate(checkpoint, *, task, k, n, problems, max_new_tokens, temperature, 
     models.check_model_dir(checkpoint, what="checkpoint")
     task = load_task(checkpoint) if task is None else tasks.check_task(task)
     dev = resolve_device(device)
+    max_new = max_new_tokens or task.max_answer_len() + 2
+    per_chunk = max(1, batch_size // n)
+    seqs, seq_len = min(per_chunk, problems) * n, task.max_prompt_len() + max_new
+    check_memory(models.memory_needed(models.model_shape(init=checkpoint), sequences=seqs, seq_len=seq_len),
+                 f"the evaluation (--batch-size {batch_size}: {seqs:,} sequences of up to {seq_len} tokens)",
+                 device=dev)
     model, tok = models.load_policy(checkpoint, device=dev, what="checkpoint")
     model.eval()
     from .tokenizer import check_covers
     check_covers(tok, task.alphabet, where=f"the tokenizer of {str(checkpoint)!r}")
     probs = task.heldout_set(problems, seed=seed)
-    max_new = max_new_tokens or task.max_answer_len() + 2
     gen = torch.Generator(device=dev).manual_seed(seed)
-    per_chunk = max(1, batch_size // n)
     correct, answers, ent_sum, ent_cnt = [], [], 0.0, 0.0
 
     from tqdm.auto import tqdm
@@ -137,9 +138,13 @@ def _evaluate(checkpoint, *, task, k, n, problems, max_new_tokens, temperature, 
     for lo in tqdm(range(0, len(probs), per_chunk), desc="eval", disable=not progress, leave=False):
         chunk = probs[lo:lo + per_chunk]
         ids, mask = rollout.encode_prompts(tok, [p.prompt for p in chunk], repeat=n, device=dev)
-        ro = rollout.sample(model, ids, mask, max_new_tokens=max_new, eos_id=tok.eos_token_id,
-                            pad_id=tok.pad_token_id, temperature=temperature, top_p=top_p, generator=gen,
-                            return_entropy=True)
+        try:
+            ro = rollout.sample(model, ids, mask, max_new_tokens=max_new, eos_id=tok.eos_token_id,
+                                pad_id=tok.pad_token_id, temperature=temperature, top_p=top_p, generator=gen,
+                                return_entropy=True)
+        except FloatingPointError as err:
+            raise ValueError(f"checkpoint: the model in {str(checkpoint)!r} cannot be sampled: {err} "
+                             "(weights too large: a diverged run?)") from None
         ok, ans = rollout.score(task, [p for p in chunk for _ in range(n)], tok, ro)
         correct.append(ok)
         answers.extend(ans)
@@ -159,10 +164,11 @@ def _evaluate(checkpoint, *, task, k, n, problems, max_new_tokens, temperature, 
                       float(h_ans.mean()), ent_sum / max(ent_cnt, 1.0), float(ok.mean()), table)
 
 
-def write_result(res: EvalResult, out: str | os.PathLike) -> Path:
-    """``eval.json`` (summary) and ``per_problem.csv`` into directory ``out`` (atomic files)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    ck.write_json(out / "eval.json", res.summary())
-    atomic_write(out / "per_problem.csv", lambda p: res.per_problem.to_csv(p, index=False))
-    return out
+def write_result(res: EvalResult, out: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """``eval.json`` (summary) and ``per_problem.csv`` into directory ``out``, which appears
+    complete or not at all (:func:`analysis.io.atomic_dir`).  An existing non-empty ``out``
+    is replaced only if it holds an earlier ``eval.json``, or with ``overwrite``."""
+    def fill(tmp: Path) -> None:
+        ck.write_json(tmp / "eval.json", res.summary())
+        res.per_problem.to_csv(tmp / "per_problem.csv", index=False)
+    return atomic_dir(out, fill, markers=None if overwrite else EVAL_FILES[:1])

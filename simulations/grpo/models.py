@@ -24,10 +24,12 @@ from typing import Any
 
 import torch
 
+from analysis.checkpoints import open_checkpoint
 from analysis.runtime import resolve_device
 from rlvr_theory.runner import apply_threads
 
-__all__ = ["PRESETS", "build_model", "check_model_dir", "load_policy", "prepare_policy", "torch_threads",
+__all__ = ["PRESETS", "build_model", "check_model_dir", "check_weights", "first_non_finite", "load_policy",
+           "model_shape", "memory_needed", "prepare_policy", "torch_threads",
            "quiet_transformers", "output_head", "n_params"]
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -94,7 +96,12 @@ def build_model(preset: str, tokenizer: Any, *, seed: int = 0) -> Any:
 
 
 def check_model_dir(path: str | os.PathLike, *, what: str = "init") -> Path:
-    """Refuse a directory that is not a Hugging Face causal-LM checkpoint (before loading it)."""
+    """Refuse a directory that is not a Hugging Face causal-LM checkpoint (before loading it).
+
+    Cheap: the files are looked for and every safetensors header is read through
+    :func:`analysis.checkpoints.open_checkpoint` (a truncated or corrupt weights file is refused
+    by name); the weights themselves are checked by :func:`check_weights`.
+    """
     p = Path(path)
     if not p.is_dir():
         raise ValueError(f"{what}: {str(p)!r} is not a directory")
@@ -105,29 +112,129 @@ def check_model_dir(path: str | os.PathLike, *, what: str = "init") -> Path:
         raise ValueError(f"{what}: {str(p)!r} is not a model directory (no *.safetensors or *.bin weights)")
     if not any((p / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json")):
         raise ValueError(f"{what}: {str(p)!r} has no tokenizer (tokenizer.json / tokenizer_config.json)")
+    if _has_safetensors(p):
+        open_checkpoint(p, what)
     return p
+
+
+def _has_safetensors(p: Path) -> bool:
+    return (p / "model.safetensors").is_file() or (p / "model.safetensors.index.json").is_file()
+
+
+def check_weights(path: str | os.PathLike, *, what: str = "init") -> None:
+    """Refuse a checkpoint whose safetensors weights are truncated, corrupt or hold NaN / Inf.
+
+    Every floating-point tensor is read once, one at a time, through the checkpoint validator
+    :func:`analysis.checkpoints.open_checkpoint` (``Checkpoint.read_float``), whose messages
+    name the file and the tensor.  Directories with ``*.bin`` weights only are left to
+    ``from_pretrained``.
+    """
+    p = Path(path)
+    if not _has_safetensors(p):
+        return
+    ckpt = open_checkpoint(p, what)
+    for name, info in ckpt.tensors.items():
+        if info.is_float:
+            ckpt.read_float(name)
+
+
+def first_non_finite(model: Any) -> str | None:
+    """The name of the first parameter of ``model`` holding NaN or Inf (``None`` if all are finite)."""
+    for name, param in model.named_parameters():
+        if not bool(torch.isfinite(param).all()):
+            return name
+    return None
 
 
 def load_policy(path: str | os.PathLike, *, device: str | torch.device = "cpu",
                 dtype: torch.dtype = torch.float32, what: str = "init") -> tuple[Any, Any]:
     """``(model, tokenizer)`` from a local directory (``AutoModelForCausalLM`` / ``AutoTokenizer``).
 
-    The tokenizer is switched to left padding; a missing pad token is set to the eos token.
+    The directory is validated first (:func:`check_model_dir`, :func:`check_weights`: no
+    truncated file, no NaN or Inf weight), and a tokenizer with more ids than the model's
+    embedding rows is refused.  The tokenizer is switched to left padding; a missing pad token is set to the eos token.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     p = check_model_dir(path, what=what)
+    check_weights(p, what=what)
     try:
         with quiet_transformers():
             tok = AutoTokenizer.from_pretrained(p, local_files_only=True)
             model = AutoModelForCausalLM.from_pretrained(p, dtype=dtype, local_files_only=True)
-    except (OSError, ValueError, KeyError) as err:
+    except Exception as err:  # OSError, ValueError, KeyError, ... from transformers
         raise ValueError(f"{what}: cannot load a causal LM from {str(p)!r}: {err}") from None
+    rows = min(model.get_input_embeddings().weight.shape[0], output_head(model).shape[0])
+    if len(tok) > rows:
+        raise ValueError(f"{what}: the tokenizer in {str(p)!r} has {len(tok)} ids but the model's embedding "
+                         f"has {rows} rows (vocab_size of {str(p / 'config.json')!r}); they must match")
     tok.padding_side = "left"
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     dev = device if isinstance(device, torch.device) else resolve_device(device)
     return model.to(dev), tok
+
+
+def model_shape(*, init: str | os.PathLike | None = None, preset: str = "tiny-cpu",
+                vocab_size: int | None = None) -> dict[str, int]:
+    """``{"params", "vocab", "hidden", "layers", "kv_dim", "intermediate"}`` of a model, without
+    building it: from ``PRESETS[preset]`` and ``vocab_size``, or from the ``config.json`` and
+    the safetensors headers of ``init`` (sizes an estimate of the memory a run needs)."""
+    if init is None:
+        c = PRESETS[preset]
+        V, h, L, inter = int(vocab_size or 0), c["hidden_size"], c["num_hidden_layers"], c["intermediate_size"]
+        kv = h // c["num_attention_heads"] * c["num_key_value_heads"]
+        per_layer = (h * h + h) + 2 * (h * kv + kv) + h * h + 3 * h * inter + 2 * h
+        return {"params": 2 * V * h + L * per_layer + h, "vocab": V, "hidden": h, "layers": L, "kv_dim": kv,
+                "intermediate": inter}
+    import json
+
+    p = Path(init)
+    try:
+        cfg = json.loads((p / "config.json").read_text())
+    except (OSError, ValueError):
+        cfg = {}
+    cfg = cfg if isinstance(cfg, dict) else {}
+
+    def get(*names: str, default: int = 0) -> int:
+        for n in names:
+            v = cfg.get(n)
+            if isinstance(v, int) and not isinstance(v, bool):
+                return v
+        return default
+
+    h = get("hidden_size", "n_embd", "d_model")
+    heads = max(get("num_attention_heads", "n_head", default=1), 1)
+    kv = get("head_dim", default=h // heads) * get("num_key_value_heads", default=heads)
+    params = 0
+    if _has_safetensors(p):
+        params = sum(t.numel for t in open_checkpoint(p, "init").tensors.values())
+    return {"params": params, "vocab": get("vocab_size"), "hidden": h,
+            "layers": get("num_hidden_layers", "n_layer", "num_layers"), "kv_dim": kv,
+            "intermediate": get("intermediate_size", "n_inner", default=4 * h)}
+
+
+def memory_needed(shape: dict[str, int], *, sequences: int, seq_len: int, train_rows: int = 0,
+                  optimizer: bool = False, reference: bool = False, bytes_per: int = 4) -> int:
+    """Bytes a run needs at least (Python integers: no overflow), from :func:`model_shape`.
+
+    The weights (plus gradients and two AdamW moments with ``optimizer``, plus a frozen copy
+    with ``reference``); sampling ``sequences`` sequences of ``seq_len`` tokens (token ids, the
+    KV cache, one step's logits); and, with ``train_rows``, a forward and backward pass over
+    that many sequences (logits, log-softmax and their gradients; block activations).
+
+    >>> shape = model_shape(preset="tiny-cpu", vocab_size=56)
+    >>> shape["params"]
+    254016
+    >>> memory_needed(shape, sequences=64, seq_len=16) < 2**24
+    True
+    """
+    P, V, h, L = shape["params"], shape["vocab"], shape["hidden"], shape["layers"]
+    kv, inter = shape["kv_dim"], shape["intermediate"]
+    weights = P * bytes_per * (1 + (3 if optimizer else 0) + (1 if reference else 0))
+    sampling = sequences * seq_len * 8 * 4 + sequences * L * 2 * kv * seq_len * bytes_per + sequences * V * 4 * 3
+    training = train_rows * seq_len * (V * 4 * 4 + L * (12 * h + 3 * inter) * bytes_per)
+    return int(weights + sampling + training)
 
 
 def output_head(model: Any) -> torch.Tensor:

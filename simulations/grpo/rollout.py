@@ -106,6 +106,9 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
     generator: a ``torch.Generator`` on the model's device (reproducibility).
     use_cache: reuse keys/values (``True``) or recompute the prefix at every step.
     return_entropy: also record the entropy of each sampling distribution (``Rollouts.entropy``).
+
+    Raises ``FloatingPointError`` when a sampling distribution is not finite (a diverged or
+    corrupt model); the trainer, SFT and evaluation turn it into a message naming the cause.
     """
     from transformers import DynamicCache
 
@@ -134,6 +137,10 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
         if temperature != 1.0:
             logits = logits / temperature
         probs = torch.softmax(logits, dim=-1)
+        if not bool(torch.isfinite(probs).all()):  # multinomial would fail with a bare RuntimeError
+            model.train(was_training)
+            raise FloatingPointError(f"the policy's next-token probabilities are not finite "
+                                     f"(NaN or Inf logits at response token {t + 1})")
         if return_entropy:
             ent[:, t] = torch.where(alive, -(probs * torch.log_softmax(logits, dim=-1)).sum(-1), 0.0)
         if top_p < 1:

@@ -15,6 +15,7 @@ checkpoint of GRPO runs and of the checkpoint diff.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from analysis.io import atomic_dir
 from analysis.runtime import resolve_device, run_metadata
 
 from . import checkpoint as ck
@@ -62,15 +64,20 @@ def sampled_solve_rate(model: Any, tokenizer: Any, task: tasks.Task, problems: l
 
 def train_sft(cfg: SFTConfig) -> Path:
     """Run SFT; returns the path of ``OUT/final``.  Metrics in ``OUT/metrics.{jsonl,csv}``.
-    ``cfg.threads`` applies for the duration of the call."""
+    ``cfg.threads`` applies for the duration of the call.
+
+    The whole output directory is built in a temporary sibling and renamed at the end
+    (:func:`analysis.io.atomic_dir`): a run that fails or is killed leaves nothing under
+    ``OUT``.  A diverging run (a non-finite loss, gradient or weight) stops with a message
+    naming the step and ``--lr``.
+    """
     task = cfg.validate()
     with models.torch_threads(cfg.threads):
-        return _train_sft(cfg, task)
+        atomic_dir(cfg.out, lambda tmp: _train_sft(cfg, task, tmp))
+    return Path(cfg.out) / "final"
 
 
-def _train_sft(cfg: SFTConfig, task: tasks.Task) -> Path:
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
+def _train_sft(cfg: SFTConfig, task: tasks.Task, out: Path) -> Path:
     dev = resolve_device(cfg.device)
     ck.write_json(out / "run_config.json", {"kind": "sft", **run_metadata(
         cfg.to_json(), seed=cfg.seed, device=dev, threads=torch.get_num_threads())})
@@ -97,15 +104,26 @@ def _train_sft(cfg: SFTConfig, task: tasks.Task) -> Path:
         logp, _ = rollout.token_logprobs(model, batch, with_entropy=False)
         mask = batch.response_mask.float()
         loss = -(logp * mask).sum() / mask.sum()
+        loss_value = float(loss.detach())
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-        opt.step()
-        sched.step()
-        row = {"step": step, "loss": float(loss.detach()), "lr": sched.get_last_lr()[0], "solve_rate": None}
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+        bad = ("the loss", loss_value) if not math.isfinite(loss_value) else \
+            ("the gradient norm", grad_norm) if not math.isfinite(grad_norm) else None
+        if bad is None:
+            opt.step()
+            sched.step()
+            name = models.first_non_finite(model)
+            bad = None if name is None else (f"weight {name!r} after the update", "not finite")
+        if bad is not None:
+            _diverged(cfg, step, f"{bad[0]} is {bad[1]}")
+        row = {"step": step, "loss": loss_value, "lr": sched.get_last_lr()[0], "solve_rate": None}
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
-            solve = sampled_solve_rate(model, tok, task, eval_set, samples=cfg.eval_samples,
-                                       max_new_tokens=max_new, generator=gen)
+            try:
+                solve = sampled_solve_rate(model, tok, task, eval_set, samples=cfg.eval_samples,
+                                           max_new_tokens=max_new, generator=gen)
+            except FloatingPointError as err:
+                _diverged(cfg, step, str(err))
             row["solve_rate"] = solve
             bar.set_postfix(loss=f"{float(loss.detach()):.3f}", solve=f"{solve:.2f}")
         row["step_time"] = time.perf_counter() - t0
@@ -120,3 +138,8 @@ def _train_sft(cfg: SFTConfig, task: tasks.Task) -> Path:
     final = ck.save_model_dir(out / "final", model, tok, json_files={"task.json": task.spec(), "sft.json": info})
     ck.write_json(out / "sft.json", info)
     return final
+
+
+def _diverged(cfg: SFTConfig, step: int, what: str) -> None:
+    raise ValueError(f"diverged at step {step}: {what}; the run stopped and wrote nothing. The likely cause is "
+                     f"the learning rate: lower --lr (now {cfg.lr:g}) or --max-grad-norm (now {cfg.max_grad_norm:g})")

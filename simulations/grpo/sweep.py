@@ -78,7 +78,9 @@ def run_sweep(init: str | os.PathLike, out: str | os.PathLike, **settings: Any) 
 
     ``settings``: the fields of :class:`SweepConfig` (the runs' shared GRPO settings, ``deltas``,
     ``fade``, ``fade_params``, ``eval_problems``, ``eval_n``, ``diff_device``, ``diff_layers``,
-    ``quiet``).  Every setting is checked before anything is trained.
+    ``quiet``, ``overwrite``).  Every setting, and ``out``, is checked before anything is
+    trained: ``out`` must be new, empty or an earlier sweep (its tables or run folders: the
+    runs are then resumed), unless ``overwrite`` (the directory is then replaced).
     """
     from .evaluate import evaluate
 
@@ -86,6 +88,8 @@ def run_sweep(init: str | os.PathLike, out: str | os.PathLike, **settings: Any) 
     cfgs = sw.validate()  # refuse a bad setting before training anything
     quiet, eval_problems, eval_n = sw.quiet, sw.eval_problems, sw.eval_n
     out = Path(out)
+    if sw.overwrite and out.exists():
+        ck.remove_tree(out)
     out.mkdir(parents=True, exist_ok=True)
     dirs: dict[str, Path] = {}
     summary = []

@@ -40,9 +40,11 @@ trainer before any work starts.
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -58,6 +60,7 @@ __all__ = [
     "unregister",
     "registered",
     "get",
+    "read_spec",
     "names",
     "registry",
     "check_task",
@@ -118,6 +121,11 @@ class Task:
         raise NotImplementedError  # pragma: no cover - abstract
 
     # ---------------------------------------------------------------- helpers
+    def max_prompt_len(self, n: int = 64) -> int:
+        """Longest prompt (UTF-8 bytes, a bound on its tokens) among ``n`` fixed draws: a size
+        estimate for memory checks, not a limit."""
+        return max(len(p.prompt.encode()) for p in self.sample(np.random.default_rng(0), n))
+
     def spec(self) -> dict[str, Any]:
         """JSON-serialisable description, enough for :func:`get` to rebuild the task."""
         return {"name": self.name, "difficulty": self.difficulty,
@@ -251,6 +259,50 @@ def get(name: str, difficulty: int | None = None, **kwargs: Any) -> Task:
     """
     cls = check_task(_REGISTRY.get(name))
     return cls(difficulty, **kwargs)
+
+
+def read_spec(directory: str | os.PathLike, *, what: str = "init") -> dict[str, Any] | None:
+    """The task spec in ``DIR/task.json`` (what :meth:`Task.spec` wrote), checked; ``None`` if
+    there is no such file.
+
+    The file must be a JSON object with a registered ``name``; ``difficulty``,
+    ``heldout_fraction`` and ``split_seed`` are optional and must be valid for the task.  A
+    refusal is a ``ValueError`` starting with ``what`` and naming the file and the key.
+
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "task.json").write_text('{"name": "sort", "difficulty": 3}')
+    >>> read_spec(d)
+    {'name': 'sort', 'difficulty': 3}
+    >>> _ = (d / "task.json").write_text('[]')
+    >>> read_spec(d)
+    Traceback (most recent call last):
+    ...
+    ValueError: init: file '.../task.json' must hold a JSON object with the task's 'name', got a list
+    """
+    import json
+
+    path = Path(directory) / "task.json"
+    if not path.is_file():
+        return None
+    where = f"{what}: file {str(path)!r}"
+    try:
+        spec = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{where} is not valid JSON ({err})") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"{where} must hold a JSON object with the task's 'name', got a {type(spec).__name__}")
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}: key 'name' must be a task name ({', '.join(names())}), got {name!r}")
+    unknown = sorted(set(spec) - {"name", "difficulty", "heldout_fraction", "split_seed"})
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r}")
+    try:
+        get(name, spec.get("difficulty"), **{k: spec[k] for k in ("heldout_fraction", "split_seed") if k in spec})
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    return spec
 
 
 def _digits(rng: np.random.Generator, d: int) -> int:

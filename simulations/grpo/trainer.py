@@ -86,10 +86,11 @@ def _schedule_kwargs(cfg: GRPOConfig, H0: float | None) -> dict[str, Any]:
     return kw
 
 
-def _prepare_out(cfg: GRPOConfig, out: Path) -> tuple[int, Path] | None:
-    """Create / check the run directory; on resume return the checkpoint to restart from."""
-    old = read_run_settings(out)
-    if cfg.resume and old is not None:
+def _prepare_out(cfg: GRPOConfig, out: Path, dev: torch.device) -> tuple[int, Path] | None:
+    """Create the run directory (``run_config.json`` first), or, with ``resume``, check that the
+    saved settings match and return the checkpoint to restart from (``None``: none yet)."""
+    if cfg.resume:
+        old = read_run_settings(out) or {}
         new = cfg.to_json()
         diff = [k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k]]
         if diff:
@@ -98,10 +99,27 @@ def _prepare_out(cfg: GRPOConfig, out: Path) -> tuple[int, Path] | None:
                              f"({old.get(k)!r} there, {new[k]!r} now); only {', '.join(RESUMABLE_CHANGES)} may change")
         ck.clean_partial(out)
         return ck.latest_checkpoint(out)
-    if cfg.resume and out.is_dir() and any(out.iterdir()):
-        raise ValueError(f"resume: {str(out)!r} is not a GRPO run directory (no run_config.json)")
+    if cfg.overwrite and out.exists():
+        ck.remove_tree(out)
     out.mkdir(parents=True, exist_ok=True)
+    ck.write_json(out / "run_config.json", {"kind": "grpo", **run_metadata(
+        cfg.to_json(), seed=cfg.seed, device=dev, threads=torch.get_num_threads())})
     return None
+
+
+class _Diverged(Exception):
+    """Raised inside a step when a number that must be finite is not."""
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _finite_or_stop(value: float, what: str) -> float:
+    if not np.isfinite(value):
+        raise _Diverged(f"{what} is {value}")
+    return value
 
 
 # --------------------------------------------------------------------- train
@@ -117,7 +135,6 @@ def train(cfg: GRPOConfig, *, callback: Callable[[StepRecord], None] | None = No
 def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
            callback: Callable[[StepRecord], None] | None) -> Path:
     out = Path(cfg.out)
-    resume_from = _prepare_out(cfg, out)
     dev = resolve_device(cfg.device)
     B, G = cfg.batch_size, cfg.group_size
     Rw, Rc = (float(v) for v in cfg.reward_values)
@@ -126,6 +143,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
 
     # ---- policy, reference, initial head -----------------------------------
     model, tok = models.prepare_policy(task, init=cfg.init, preset=cfg.preset, seed=cfg.seed, device=dev)
+    resume_from = _prepare_out(cfg, out, dev)  # after loading --init: a bad model leaves no directory
     base_dir = Path(cfg.init) if cfg.init else out / "init"
     if cfg.init is None and not (base_dir / "config.json").is_file():
         ck.save_model_dir(base_dir, model, tok, json_files={"task.json": task.spec()})
@@ -133,9 +151,6 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
     if cfg.kl_coef > 0 or cfg.log_kl:
         ref = copy.deepcopy(model).eval().requires_grad_(False)
     head0 = models.output_head(model).detach().clone()
-    if not (out / "run_config.json").is_file():
-        ck.write_json(out / "run_config.json", {"kind": "grpo", **run_metadata(
-            cfg.to_json(), seed=cfg.seed, device=dev, threads=torch.get_num_threads())})
 
     # ---- optimizer, randomness, schedule -----------------------------------
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -151,21 +166,27 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
 
     if resume_from is not None:  # ---- resume: restore everything -----------
         start, path = resume_from
-        state = ck.read_json(path / "trainer_state.json")
-        # map to the CPU: RNG states must be CPU tensors; the optimizer moves its state to the params
-        blobs = torch.load(path / "trainer_state.pt", weights_only=True, map_location="cpu")
         resumed, _ = models.load_policy(path, device=dev, what="resume")
         model.load_state_dict(resumed.state_dict())
         del resumed
-        opt.load_state_dict(blobs["optimizer"])
-        lr_sched.load_state_dict(blobs["lr_scheduler"])
-        np_rng.bit_generator.state = state["rng"]["numpy"]
-        gen.set_state(blobs["torch_generator"])
-        torch.set_rng_state(blobs["torch_cpu"])
-        if cfg.schedule is not None:
-            schedule_kw = state["schedule_kwargs"]
-            schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
-            schedule.load_state_dict(state["schedule_state"])
+        try:
+            state = ck.read_json(path / "trainer_state.json")
+            # map to the CPU: RNG states must be CPU tensors; the optimizer moves its state to the params
+            blobs = torch.load(path / "trainer_state.pt", weights_only=True, map_location="cpu")
+            opt.load_state_dict(blobs["optimizer"])
+            lr_sched.load_state_dict(blobs["lr_scheduler"])
+            np_rng.bit_generator.state = state["rng"]["numpy"]
+            gen.set_state(blobs["torch_generator"])
+            torch.set_rng_state(blobs["torch_cpu"])
+            if cfg.schedule is not None:
+                schedule_kw = state["schedule_kwargs"]
+                schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
+                schedule.load_state_dict(state["schedule_state"])
+        except OSError:
+            raise
+        except Exception as err:  # not JSON, a missing key, a torch file that is not ours, ...
+            raise ValueError(f"resume: the trainer state in {str(path)!r} (trainer_state.json / trainer_state.pt) "
+                             f"is unreadable or incomplete ({type(err).__name__}: {_first_line(err)})") from None
         log.load(max_step=start)
         if len(log) != start:
             raise ValueError(f"resume: metrics.jsonl in {str(out)!r} has {len(log)} rows up to step {start}, "
@@ -192,101 +213,122 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
 
     bar = tqdm(range(start + 1, cfg.steps + 1), desc="grpo", disable=cfg.quiet, leave=False,
                initial=start, total=cfg.steps)
-    for step in bar:
-        t0 = time.perf_counter()
+    try:
+        for step in bar:
+            t0 = time.perf_counter()
 
-        # 1. B prompts × G rollouts (temperature, top-p, KV cache)
-        problems = task.sample(np_rng, B)
-        ids, pmask = rollout.encode_prompts(tok, [p.prompt for p in problems], repeat=G, device=dev)
-        ro = rollout.sample(model, ids, pmask, max_new_tokens=max_new, eos_id=tok.eos_token_id,
-                            pad_id=tok.pad_token_id, temperature=cfg.temperature, top_p=cfg.top_p,
-                            generator=gen)
-        t_rollout = time.perf_counter() - t0
+            # 1. B prompts × G rollouts (temperature, top-p, KV cache)
+            problems = task.sample(np_rng, B)
+            ids, pmask = rollout.encode_prompts(tok, [p.prompt for p in problems], repeat=G, device=dev)
+            ro = rollout.sample(model, ids, pmask, max_new_tokens=max_new, eos_id=tok.eos_token_id,
+                                pad_id=tok.pad_token_id, temperature=cfg.temperature, top_p=cfg.top_p,
+                                generator=gen)
+            t_rollout = time.perf_counter() - t0
 
-        # 2. rewards from the verifier, [B, G]
-        correct, _ = rollout.score(task, [p for p in problems for _ in range(G)], tok, ro)
-        rewards = np.where(correct, Rc, Rw).reshape(B, G)
-        lengths = ro.lengths.cpu().numpy().reshape(B, G)
-        mask = ro.response_mask.float()
+            # 2. rewards from the verifier, [B, G]
+            correct, _ = rollout.score(task, [p for p in problems for _ in range(G)], tok, ro)
+            rewards = np.where(correct, Rc, Rw).reshape(B, G)
+            lengths = ro.lengths.cpu().numpy().reshape(B, G)
+            mask = ro.response_mask.float()
 
-        # 3. old log-probs and entropies (no gradient); reference log-probs
-        with torch.no_grad():
-            old_logp, ent_tok = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
-            ref_logp = rollout.token_logprobs(ref, ro, temperature=cfg.temperature,
-                                              with_entropy=False)[0] if ref is not None else None
-        entropy = float((ent_tok * mask).sum() / mask.sum())
-        # FADE Alg. 2 line 4: H_t = (1/|B|) Σ_i (1/T_i) Σ_t −log π(a_t)
-        entropy_nll = float(((-old_logp * mask).sum(-1) / mask.sum(-1)).mean())
+            # 3. old log-probs and entropies (no gradient); reference log-probs
+            with torch.no_grad():
+                old_logp, ent_tok = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
+                ref_logp = rollout.token_logprobs(ref, ro, temperature=cfg.temperature,
+                                                  with_entropy=False)[0] if ref is not None else None
+            entropy = float((ent_tok * mask).sum() / mask.sum())
+            # FADE Alg. 2 line 4: H_t = (1/|B|) Σ_i (1/T_i) Σ_t −log π(a_t)
+            entropy_nll = float(((-old_logp * mask).sum(-1) / mask.sum(-1)).mean())
 
-        # 4. advantages from the registry (or a schedule fed this batch's signals) and masses
-        if cfg.schedule is not None:
-            if schedule is None:  # first step: FADE's Ĥ starts at the initial entropy H0 (Alg. 2 line 1)
-                schedule_kw = _schedule_kwargs(cfg, entropy_nll)
-                schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
-            adv_fn = schedule.update(reward_mean=float(rewards.mean()), entropy=entropy_nll, step=step)
-        else:
-            adv_fn = fixed_adv
-        len_arg = lengths if adv_fn.uses_lengths else None
-        A = adv_fn(rewards, lengths=len_arg)
-        m = _masses.of_group(adv_fn, rewards, lengths=len_arg)
-        adv_t = torch.as_tensor(A.reshape(-1), dtype=torch.float32, device=dev)
+            # 4. advantages from the registry (or a schedule fed this batch's signals) and masses
+            if cfg.schedule is not None:
+                if schedule is None:  # first step: FADE's Ĥ starts at the initial entropy H0 (Alg. 2 line 1)
+                    schedule_kw = _schedule_kwargs(cfg, entropy_nll)
+                    schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
+                adv_fn = schedule.update(reward_mean=float(rewards.mean()), entropy=entropy_nll, step=step)
+            else:
+                adv_fn = fixed_adv
+            len_arg = lengths if adv_fn.uses_lengths else None
+            A = adv_fn(rewards, lengths=len_arg)
+            if not np.isfinite(A).all():
+                raise ValueError(f"advantage: {adv_fn!r} gave non-finite advantages for the rewards "
+                                 f"{(Rw, Rc)} at step {step}; use reward values of moderate magnitude")
+            m = _masses.of_group(adv_fn, rewards, lengths=len_arg)
+            adv_t = torch.as_tensor(A.reshape(-1), dtype=torch.float32, device=dev)
 
-        # 5. μ epochs of minibatch updates
-        model.train()
-        n_rows = B * G
-        mb = n_rows // cfg.minibatches
-        stats, grad_norms, losses = [], [], []
-        for _epoch in range(cfg.ppo_epochs):
-            order = torch.randperm(n_rows, generator=gen, device=dev) if cfg.minibatches > 1 \
-                else torch.arange(n_rows, device=dev)
-            for k in range(cfg.minibatches):
-                idx = order[k * mb:(k + 1) * mb]
-                sub = ro.select(idx)
-                logp, ent = rollout.token_logprobs(model, sub, temperature=cfg.temperature,
-                                                   with_entropy=cfg.entropy_coef > 0)
-                loss, st = policy_loss(
-                    logp, old_logp[idx], adv_t[idx], sub.response_mask, loss=cfg.loss,
-                    aggregation=cfg.aggregation, eps_low=eps_low, eps_high=eps_high, max_new_tokens=max_new,
-                    ref_logp=None if ref_logp is None else ref_logp[idx], kl_coef=cfg.kl_coef,
-                    entropy=ent, entropy_coef=cfg.entropy_coef)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                grad_norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)))
-                opt.step()
-                lr_sched.step()
-                stats.append(st)
-                losses.append(float(loss.detach()))
+            # 5. μ epochs of minibatch updates
+            model.train()
+            n_rows = B * G
+            mb = n_rows // cfg.minibatches
+            stats, grad_norms, losses = [], [], []
+            for _epoch in range(cfg.ppo_epochs):
+                order = torch.randperm(n_rows, generator=gen, device=dev) if cfg.minibatches > 1 \
+                    else torch.arange(n_rows, device=dev)
+                for k in range(cfg.minibatches):
+                    idx = order[k * mb:(k + 1) * mb]
+                    sub = ro.select(idx)
+                    logp, ent = rollout.token_logprobs(model, sub, temperature=cfg.temperature,
+                                                       with_entropy=cfg.entropy_coef > 0)
+                    loss, st = policy_loss(
+                        logp, old_logp[idx], adv_t[idx], sub.response_mask, loss=cfg.loss,
+                        aggregation=cfg.aggregation, eps_low=eps_low, eps_high=eps_high, max_new_tokens=max_new,
+                        ref_logp=None if ref_logp is None else ref_logp[idx], kl_coef=cfg.kl_coef,
+                        entropy=ent, entropy_coef=cfg.entropy_coef)
+                    loss_value = _finite_or_stop(float(loss.detach()), "the loss")
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
+                    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+                    grad_norms.append(_finite_or_stop(grad_norm, "the gradient norm"))
+                    opt.step()
+                    lr_sched.step()
+                    stats.append(st)
+                    losses.append(loss_value)
+            bad = models.first_non_finite(model)
+            if bad is not None:
+                raise _Diverged(f"weight {bad!r} is not finite after the update")
 
-        # 6. metrics and checkpoint
-        step_time = time.perf_counter() - t0
-        n_tok = int(lengths.sum())
-        X = correct.reshape(B, G).sum(-1)
-        alpha = getattr(schedule, "alpha", None) if schedule is not None else adv_fn.params.get("alpha")
-        delta = getattr(schedule, "delta", None) if schedule is not None else adv_fn.params.get("delta")
-        m_S, m_F = float(m.m_S.mean()), float(m.m_F.mean())
-        row = {
-            "step": step, "reward_mean": float(rewards.mean()), "solve_rate": float(correct.mean()),
-            "frac_all_correct": float((X == G).mean()), "frac_all_wrong": float((X == 0).mean()),
-            "m_S": m_S, "m_F": m_F, "entropy": entropy,
-            "clip_frac_low": float(np.mean([s.clip_frac_low for s in stats])),
-            "clip_frac_high": float(np.mean([s.clip_frac_high for s in stats])),
-            "kl": float(np.mean([s.kl for s in stats])) if ref_logp is not None else None,
-            "grad_norm": float(np.mean(grad_norms)), "head_delta_norm": _head_delta_norm(model, head0),
-            "response_len_mean": float(lengths.mean()), "step_time": step_time,
-            "tokens_per_s": n_tok / step_time, "alpha": alpha, "delta": delta,
-            "m_ratio": m_S / m_F if m_F != 0 else None, "entropy_nll": entropy_nll,
-            "loss": float(np.mean(losses)), "pg_loss": float(np.mean([s.pg_loss for s in stats])),
-            "lr": lr_sched.get_last_lr()[0], "adv_abs_mean": float(np.abs(A).mean()), "rollout_time": t_rollout,
-        }
-        log.append(row)
-        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", H=f"{entropy:.2f}")
-        is_ckpt = step % cfg.checkpoint_every == 0 or step == cfg.steps
-        if is_ckpt or step % cfg.log_every == 0:
-            log.write()  # before the checkpoint: metrics always cover the last checkpoint
-        if is_ckpt:
-            save_checkpoint(step)
-        if callback is not None:
-            callback(StepRecord(step, rewards, A, adv_fn, lengths, row))
+            # 6. metrics and checkpoint
+            step_time = time.perf_counter() - t0
+            n_tok = int(lengths.sum())
+            X = correct.reshape(B, G).sum(-1)
+            alpha = getattr(schedule, "alpha", None) if schedule is not None else adv_fn.params.get("alpha")
+            delta = getattr(schedule, "delta", None) if schedule is not None else adv_fn.params.get("delta")
+            m_S, m_F = float(m.m_S.mean()), float(m.m_F.mean())
+            row = {
+                "step": step, "reward_mean": float(rewards.mean()), "solve_rate": float(correct.mean()),
+                "frac_all_correct": float((X == G).mean()), "frac_all_wrong": float((X == 0).mean()),
+                "m_S": m_S, "m_F": m_F, "entropy": entropy,
+                "clip_frac_low": float(np.mean([s.clip_frac_low for s in stats])),
+                "clip_frac_high": float(np.mean([s.clip_frac_high for s in stats])),
+                "kl": float(np.mean([s.kl for s in stats])) if ref_logp is not None else None,
+                "grad_norm": float(np.mean(grad_norms)), "head_delta_norm": _head_delta_norm(model, head0),
+                "response_len_mean": float(lengths.mean()), "step_time": step_time,
+                "tokens_per_s": n_tok / step_time, "alpha": alpha, "delta": delta,
+                "m_ratio": m_S / m_F if m_F != 0 else None, "entropy_nll": entropy_nll,
+                "loss": float(np.mean(losses)), "pg_loss": float(np.mean([s.pg_loss for s in stats])),
+                "lr": lr_sched.get_last_lr()[0], "adv_abs_mean": float(np.abs(A).mean()), "rollout_time": t_rollout,
+            }
+            for key, value in row.items():
+                if isinstance(value, float):
+                    _finite_or_stop(value, key)
+            log.append(row)
+            bar.set_postfix(reward=f"{row['reward_mean']:.3f}", H=f"{entropy:.2f}")
+            is_ckpt = step % cfg.checkpoint_every == 0 or step == cfg.steps
+            if is_ckpt or step % cfg.log_every == 0:
+                log.write()  # before the checkpoint: metrics always cover the last checkpoint
+            if is_ckpt:
+                save_checkpoint(step)
+            if callback is not None:
+                callback(StepRecord(step, rewards, A, adv_fn, lengths, row))
+    except (_Diverged, FloatingPointError) as err:
+        bar.close()
+        log.write()  # the finite rows before the step that diverged
+        last = ck.latest_checkpoint(out)
+        kept = f"the last checkpoint, {last[1].name}, is intact" if last else "no checkpoint was written"
+        raise ValueError(
+            f"diverged at step {step}: {err}; the run stopped without saving that step ({kept}). The likely "
+            f"cause is the learning rate: lower --lr (now {cfg.lr:g}) or --max-grad-norm (now "
+            f"{cfg.max_grad_norm:g})") from None
     bar.close()
     log.write()
     return out

@@ -252,6 +252,77 @@ def test_extreme_magnitudes_do_not_overflow(method, scale):
     assert np.array_equal(big, before)                 # the input is never written to
 
 
+def scaled_reference(W: np.ndarray) -> tuple[np.ndarray, float]:
+    """numpy's SVD of ``W·2**e`` (entries in [0.5, 1)) mapped back by ``2**-e``, and ‖W‖_F
+    the same way: the reference for magnitudes whose squares leave the float64 range."""
+    e = -math.frexp(float(np.max(np.abs(W))))[1]
+    A = np.ldexp(W, e)
+    s = np.linalg.svd(A, compute_uv=False)
+    return np.ldexp(s, -e), math.ldexp(float(np.sqrt(np.sum(A * A))), -e)
+
+
+def magnitude_case(name: str) -> np.ndarray:
+    G = make("lowrank_noise", 40, 12, seed=23)
+    if name == "subnormal":          # every entry below 2.2e-308 (a few ulps of 5e-324 apart)
+        return np.round(G / np.max(np.abs(G)) * 1000) * 5e-324
+    if name == "deep_subnormal":     # integers times the smallest float64
+        return np.arange(1.0, 7.0).reshape(2, 3) * 5e-324
+    if name == "tiny":
+        return G * 1e-200
+    if name == "huge":
+        return G * 1e200
+    if name == "near_max":           # ‖W‖_F just below the largest float64
+        return G / np.linalg.norm(G) * 1.7e308
+    if name == "mixed":              # rows from 1e200 down to subnormal: the small ones are negligible
+        return G * np.array([1e200, 1e150, 1.0, 1e-200, 1e-310] * 8)[:, None]
+    raise KeyError(name)
+
+
+MAGNITUDES = ("subnormal", "deep_subnormal", "tiny", "huge", "near_max", "mixed")
+
+
+@pytest.mark.parametrize("method", ["svd", "gram", "randomized"])
+@pytest.mark.parametrize("name", MAGNITUDES)
+def test_extreme_magnitudes_match_numpy_on_the_rescaled_matrix(name, method):
+    W = magnitude_case(name)
+    ref, fro = scaled_reference(W)
+    k = 2 if method == "randomized" else None
+    for src in (W, torch.from_numpy(W)):
+        spec = spectra.spectrum(src, k, n_vectors=1, method=method)
+        n = len(spec.s)
+        # absolute accuracy ~1e-13·σ_1 (module docs); results below 2.2e-308 are subnormal: their
+        # last digits are the representation's (2 ulps = 1e-323)
+        np.testing.assert_allclose(spec.s, ref[:n], rtol=1e-9 if method == "randomized" else 1e-12,
+                                   atol=max(1e-323, 1e-13 * ref[0]))
+        assert spec.fro_norm == pytest.approx(fro, rel=1e-13, abs=1e-323)
+        assert np.all(np.isfinite(spec.u)) and np.all(np.isfinite(spec.v))
+        assert np.linalg.norm(spec.u[:, 0]) == pytest.approx(1.0, rel=1e-9)
+    if name not in ("subnormal", "deep_subnormal"):   # metrics: finite and as for the rescaled matrix
+        base = spectra.spectrum(np.ldexp(W, -math.frexp(float(np.max(np.abs(W))))[1]), k, method=method)
+        assert spectra.rank1_fraction(spec) == pytest.approx(spectra.rank1_fraction(base), rel=1e-10)
+        assert spectra.s1_s2(spec) == pytest.approx(spectra.s1_s2(base), rel=1e-9)
+
+
+@pytest.mark.parametrize("method", ["svd", "gram", "randomized"])
+@pytest.mark.parametrize("name", ["subnormal", "tiny", "huge", "mixed"])
+def test_extreme_magnitudes_on_the_torch_code_path(torch_path, name, method):
+    W = magnitude_case(name)
+    ref, fro = scaled_reference(W)
+    k = 2 if method == "randomized" else None
+    spec = spectra.spectrum(torch.from_numpy(W), k, method=method, block_rows=7)
+    np.testing.assert_allclose(spec.s, ref[:len(spec.s)], rtol=1e-9 if method == "randomized" else 1e-12,
+                               atol=max(1e-323, 1e-13 * ref[0]))
+    assert spec.fro_norm == pytest.approx(fro, rel=1e-13, abs=1e-323)
+
+
+@pytest.mark.parametrize("method", ["svd", "gram", "randomized"])
+def test_norm_beyond_float64_is_refused_with_the_number(method):
+    W = np.full((3, 3), 1.7e308)      # every entry finite, ‖W‖_F = 5.1e308 is not a float64
+    with pytest.raises(ValueError, match=r"^W is too large: its Frobenius norm is about 2\^1025\.\d, beyond "
+                                         r"the largest float64 \(1\.798e\+308\)"):
+        spectra.spectrum(W, k=1 if method == "randomized" else None, method=method)
+
+
 def test_zero_matrix():
     Z = np.zeros((5, 3))
     assert np.array_equal(spectra.singular_values(Z), np.zeros(3))
