@@ -16,7 +16,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -171,19 +170,8 @@ class _TableAdvantage(argparse.Action):
 
 #: negative numbers in any float spelling (``-1e308``, ``-.5``, ``-inf``): argparse's own pattern
 #: knows only ``-1`` and ``-1.5`` and takes ``-1e308`` for an option
-_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf(inity)?$", re.IGNORECASE)
-
-
-def _accept_negative_numbers(parser: argparse.ArgumentParser) -> None:
-    """Let option values such as ``--reward-values -1e308 1e308`` through (no option of the
-    parser looks like a negative number)."""
-    if hasattr(parser, "_negative_number_matcher"):
-        parser._negative_number_matcher = _NEGATIVE_NUMBER
-
-
 def _add_masses_parser(sub: Any) -> None:
     p = sub.add_parser("masses", help="m_S, m_F of one advantage at one solve rate")
-    _accept_negative_numbers(p)
     p.add_argument("--advantage", required=True, help="registered name (see `rlvr-theory list`)")
     runner.add_param_option(p, of="advantage")
     p.add_argument("--reward-values", nargs=2, type=float, metavar=("R_W", "R_C"),

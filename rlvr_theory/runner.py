@@ -92,6 +92,21 @@ def error_message(err: BaseException, parser: argparse.ArgumentParser | None = N
     return msg
 
 
+#: what argparse should read as a negative number, not an option: -1, -1.5, -.5, -1e308, -inf
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf(inity)?$", re.IGNORECASE)
+
+
+def _accept_negative_numbers(parser: argparse.ArgumentParser) -> None:
+    """Let values such as ``--reward-values -1e308 1e308`` through, in the parser and its
+    subparsers (argparse's own pattern knows ``-1`` and ``-1.5`` only); no option of the
+    toolkit looks like a number."""
+    parser._negative_number_matcher = _NEGATIVE_NUMBER  # argparse has no public switch for it
+    for act in parser._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            for sub in act.choices.values():
+                _accept_negative_numbers(sub)
+
+
 def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
     for act in parser._actions:
         if isinstance(act, argparse._SubParsersAction):
@@ -107,6 +122,7 @@ def run(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
     BASE CKPT`` is ``rlvr-diff weights BASE CKPT``); ``-h``/``--help`` still show the overview.
     """
     parser = build_parser()
+    _accept_negative_numbers(parser)
     argv = list(sys.argv[1:] if argv is None else argv)
     if default_command and argv and argv[0] not in _subcommands(parser) and argv[0] not in ("-h", "--help"):
         argv.insert(0, default_command)

@@ -210,3 +210,20 @@ def test_closed_pipe_exits_141_quietly():
     res = subprocess.run(["bash", "-c", f'{sys.executable} -c "{code}" | true; echo "status=${{PIPESTATUS[0]}}"'],
                          capture_output=True, text=True, timeout=300)
     assert res.stdout == "status=141\n" and res.stderr == ""
+
+
+def test_negative_numbers_in_scientific_notation_are_values_in_every_subcommand(capsys):
+    seen = []
+
+    def build():
+        ap = argparse.ArgumentParser(prog="demo")
+        sub = ap.add_subparsers(dest="command", required=True)
+        go = sub.add_parser("go")
+        go.add_argument("--reward-values", nargs=2, type=float)
+        go.set_defaults(func=lambda a: seen.append(a.reward_values))
+        return ap
+
+    assert runner.run("demo", build, ["go", "--reward-values", "-1e308", "1e308"]) == 0
+    assert runner.run("demo", build, ["go", "--reward-values", "-.5", "-inf"]) == 0
+    assert seen == [[-1e308, 1e308], [-0.5, float("-inf")]]
+    assert runner.run("demo", build, ["go", "--reward-values", "-x", "1"]) == 2  # still an unknown option
