@@ -174,22 +174,25 @@ def test_with_params_and_equality():
     assert "reward_values" in repr(a.with_params(reward_values=(-1, 1)))
 
 
+class Halved(advantages.Advantage):
+    """A family registered by a user, outside the package (also used by test_reliability)."""
+
+    name = "test_halved_grpo"
+    description = "GRPO times 1/2"
+    source = "test"
+
+    def _compute(self, g, lengths):
+        return 0.5 * g.grpo()
+
+    def _closed_form(self, k, d):
+        import sympy
+
+        m = sympy.sqrt(advantages.p * (1 - advantages.p)) / 2
+        return m, m
+
+
 def test_user_registered_family_works_everywhere():
-    import sympy
-
     from rlvr_theory import masses
-
-    class Halved(advantages.Advantage):
-        name = "test_halved_grpo"
-        description = "GRPO times 1/2"
-        source = "test"
-
-        def _compute(self, g, lengths):
-            return 0.5 * g.grpo()
-
-        def _closed_form(self, k, d):
-            m = sympy.sqrt(advantages.p * (1 - advantages.p)) / 2
-            return m, m
 
     with advantages.registered(Halved):
         adv = advantages.get("test_halved_grpo")

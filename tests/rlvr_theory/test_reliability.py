@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import sympy
 from scipy import stats
 
 from rlvr_theory import advantages, masses, runner, tail_miss, variance
+from tests.rlvr_theory.test_advantages import Halved  # a family registered by a user
 
 ALL = advantages.names()
 BIN = Path(sys.executable).parent
@@ -159,22 +159,9 @@ def test_variance_exact_method_at_large_G():
 
 
 # --------------------------------------------- families registered elsewhere
-class Halved(advantages.Advantage):
-    name = "test_reliability_halved"
-    description = "GRPO times 1/2"
-    source = "test"
-
-    def _compute(self, g, lengths):
-        return 0.5 * g.grpo()
-
-    def _closed_form(self, k, d):
-        m = sympy.sqrt(advantages.p * (1 - advantages.p)) / 2
-        return m, m
-
-
 def test_a_family_registered_elsewhere_uses_the_dense_path_within_a_computed_limit():
     with advantages.registered(Halved):
-        adv = advantages.get("test_reliability_halved")
+        adv = advantages.get(Halved.name)
         assert not adv.is_compressible()
         e = masses.exact(adv, [0.2, 0.7], 300)
         np.testing.assert_allclose(e.m_S, 0.5 * masses.exact("grpo", [0.2, 0.7], 300).m_S, rtol=1e-12)
@@ -184,7 +171,7 @@ def test_a_family_registered_elsewhere_uses_the_dense_path_within_a_computed_lim
     try:  # a family that declares its definition count-aware gets the compressed form
         Halved.compressible = True
         with advantages.registered(Halved):
-            adv = advantages.get("test_reliability_halved")
+            adv = advantages.get(Halved.name)
             assert adv.is_compressible()
             assert float(masses.exact(adv, 0.3, 2**20).m_S) == pytest.approx(
                 0.5 * float(masses.exact("grpo", 0.3, 2**20).m_S), rel=1e-12)
