@@ -21,6 +21,7 @@ Examples
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -30,7 +31,7 @@ from typing import Any
 
 from rlvr_theory.serialize import dumps
 
-__all__ = ["atomic_write", "atomic_write_text", "write_json", "atomic_dir", "check_out"]
+__all__ = ["atomic_write", "atomic_write_text", "write_json", "atomic_dir", "check_out", "read_json_object"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -172,3 +173,24 @@ def check_out(out: Any, *, kind: str = "directory", markers: Sequence[str] | Non
     except OSError as err:
         raise ValueError(f"{arg}: cannot write in {str(probe_dir)!r} ({err.strerror})") from None
     return path
+
+
+def read_json_object(path: str | os.PathLike, where: str, *, expect: str = "a JSON object") -> dict:
+    """The JSON object stored in ``path`` (a run's or a checkpoint's own file); ``ValueError``
+    starting with ``where`` if it is not JSON (or not UTF-8) or holds something else.
+
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "task.json"
+    >>> _ = f.write_text("[1, 2]")
+    >>> read_json_object(f, "init: file 'task.json'")
+    Traceback (most recent call last):
+    ...
+    ValueError: init: file 'task.json' must hold a JSON object, got a list
+    """
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{where} is not valid JSON ({err})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where} must hold {expect}, got a {type(doc).__name__}")
+    return doc

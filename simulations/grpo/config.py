@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.io import check_out
+from analysis.io import check_out, read_json_object
 from analysis.runtime import check_memory, resolve_device
 from rlvr_theory import advantages, checks, schedules
 from rlvr_theory.advantages import Advantage
@@ -160,19 +160,12 @@ def read_run_settings(run_dir: str | os.PathLike, cls: type | None = None) -> di
     (default :class:`GRPOConfig`), name an unknown one or hold a value of the wrong type is
     refused (``ValueError`` naming the file and the key).
     """
-    import json
-
     cls = GRPOConfig if cls is None else cls
     path = Path(run_dir) / "run_config.json"
     if not path.is_file():
         return None
     where = f"resume: file {str(path)!r}"
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{where} is not valid JSON ({err})") from None
-    if not isinstance(doc, dict):
-        raise ValueError(f"{where} must hold a JSON object, got {type(doc).__name__}")
+    doc = read_json_object(path, where)
     settings = doc.get("settings") if "package_version" in doc or "settings" in doc else doc
     if not isinstance(settings, dict):
         raise ValueError(f"{where}: key 'settings' must be a JSON object, got {type(settings).__name__}")

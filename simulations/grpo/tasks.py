@@ -280,18 +280,13 @@ def read_spec(directory: str | os.PathLike, *, what: str = "init") -> dict[str, 
     ...
     ValueError: init: file '.../task.json' must hold a JSON object with the task's 'name', got a list
     """
-    import json
+    from analysis.io import read_json_object
 
     path = Path(directory) / "task.json"
     if not path.is_file():
         return None
     where = f"{what}: file {str(path)!r}"
-    try:
-        spec = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{where} is not valid JSON ({err})") from None
-    if not isinstance(spec, dict):
-        raise ValueError(f"{where} must hold a JSON object with the task's 'name', got a {type(spec).__name__}")
+    spec = read_json_object(path, where, expect="a JSON object with the task's 'name'")
     name = spec.get("name")
     if not isinstance(name, str) or not name:
         raise ValueError(f"{where}: key 'name' must be a task name ({', '.join(names())}), got {name!r}")

@@ -142,7 +142,7 @@ def test_eval_of_a_model_that_cannot_be_sampled(base, tmp_path, capsys):
 
 @pytest.mark.parametrize("content, message", [
     ("{not json", r"run_config.json' is not valid JSON"),
-    ("[]", r"run_config.json' must hold a JSON object, got list"),
+    ("[]", r"run_config.json' must hold a JSON object, got a list"),
     ('{"package_version": "1", "settings": 3}', r"key 'settings' must be a JSON object"),
     ("DROP lr", r"run_config.json' is incomplete: setting 'lr' is missing"),
     ("SET lr=abc", r"run_config.json': setting 'lr' has the wrong type \('abc'\)"),
