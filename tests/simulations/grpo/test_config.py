@@ -160,3 +160,14 @@ def test_json_files_follow_the_one_policy(tmp_path):
     log.write()
     assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 1, "m_ratio": null}\n'
     assert (tmp_path / "metrics.csv").read_text() == "step,m_ratio\n1,\n"
+
+
+def test_extreme_reward_values_are_refused_with_the_usable_range(tmp_path):
+    # the trainer's batch means of (-1e308, 1e308) rewards overflow: refused before work, with the range
+    for rv, message in [((-1e308, 1e308), r"^reward_values must be a finite number >= -1e\+100 and <= 1e\+100"),
+                        ((0.0, 5e-324), r"^reward_values must be \(R_w, R_c\) with R_c - R_w >= 1e-100 \(usable range")]:
+        with pytest.raises(ValueError, match=message):
+            config.GRPOConfig(out=str(tmp_path / "r"), reward_values=rv).validate()
+    assert not (tmp_path / "r").exists()
+    assert cli.main(["grpo", "--out", str(tmp_path / "r"), "--reward-values", "-1e308", "1e308"]) == 2
+    assert not (tmp_path / "r").exists()
