@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 OUT    ?= figures/out
 
-.PHONY: figures test test-all lint bench setup clean
+.PHONY: figures test test-all test-integrations integration-envs lint bench setup clean
 
 setup: $(STAMP)
 
@@ -26,6 +26,33 @@ figures: $(STAMP)
 # the fast suite and the runnable Examples of the docstrings (doctests)
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow and not gpu"
+
+# The TRL and verl adapters, each tested in its own environment (verl 0.9.1 pins
+# transformers <= 5.10, trl 1.16 pulls 5.23).  An environment is built once from
+# integrations/requirements-{trl,verl}.txt under $(INTEG_ENVS) and reused while that file is
+# unchanged (its hash names the folder); this checkout is installed into it without
+# dependencies (for verl's plugin entry point) before each run.
+INTEG_ENVS ?= $(HOME)/.cache/rlvr-diagnostics/envs
+INTEG_FWS  := trl verl
+
+integration-envs:
+	@set -e; for fw in $(INTEG_FWS); do \
+	  env=$(INTEG_ENVS)/$$fw-$$(sha256sum integrations/requirements-$$fw.txt | cut -c1-12); \
+	  if [ ! -f $$env/.installed ]; then \
+	    echo "building the $$fw test environment in $$env (once)"; \
+	    rm -rf $$env; $(PYTHON) -m venv $$env; \
+	    $$env/bin/python -m pip install --quiet -r integrations/requirements-$$fw.txt; \
+	    touch $$env/.installed; \
+	  fi; \
+	  $$env/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .; \
+	done
+
+test-integrations: integration-envs
+	@set -e; for fw in $(INTEG_FWS); do \
+	  env=$(INTEG_ENVS)/$$fw-$$(sha256sum integrations/requirements-$$fw.txt | cut -c1-12); \
+	  echo "== $$fw ($$env)"; \
+	  $$env/bin/python -m pytest -q -p no:cacheprovider tests/integrations integrations; \
+	done
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -4,8 +4,17 @@ Every entry maps the binary rewards of a group of ``G`` rollouts of one prompt t
 weight per rollout.  Rewards are arrays ``[..., G]``: the last axis is the group, the
 leading axes are the prompts of a batch.  All families are *group-level* (each group is
 computed on its own) except those flagged ``batch_level``: A-GRAE with ``omega=None``
-reads the batch success rate, and ``reinforce_pp`` the standard deviation of the centred
-rewards, over the whole array.
+reads the batch success rate, ``reinforce_pp`` the standard deviation of the centred
+rewards, ``grpo_batch`` that of the rewards, ``reinforce_pp_baseline`` the length-weighted
+mean and variance of the centred rewards, and ``gpg`` the fraction of nonzero rewards, over
+the whole array.
+
+The conventions of the peer trainers are registry calls (verl 0.9, TRL 1.16, SkyRL 0.4):
+verl ``grpo`` is ``grpo`` with ``ddof=1, eps=1e-6``; TRL ``scale_rewards="group"`` is
+``grpo`` with ``ddof=1, eps=1e-4``, ``"batch"`` is ``grpo_batch``, ``"none"`` is
+``dr_grpo``; verl ``grpo_passk``, ``opo``, ``reinforce_plus_plus_baseline`` and ``gpg`` are
+the families of those names (``reinforce_pp_baseline`` for the third); verl ``rloo`` is
+``rloo``; SkyRL ``maxrl`` is ``maxrl`` with ``eps=1e-6`` (rewards (0, 1)).
 
 Rewards are binary, ``r_i = R_w + (R_c - R_w) * 1[rollout i is correct]``
 (F-GRPO Eq. 1), with ``reward_values=(R_w, R_c)`` and ``R_c > R_w``; the default is
@@ -413,7 +422,8 @@ class Advantage:
         """Per-rollout advantages, same shape as ``rewards`` (float64).
 
         ``rewards``: finite array ``[..., G]`` whose entries are ``R_w`` or ``R_c``.
-        ``lengths``: only for families with ``uses_lengths`` (T2T), same shape.
+        ``lengths``: only for families with ``uses_lengths`` (``t2t``, ``opo``,
+        ``reinforce_pp_baseline``), same shape.
 
         Examples
         --------
@@ -434,12 +444,18 @@ class Advantage:
         g = self._group(r, s)
         return self._finite(g, lens, self._compute(g, lens))
 
-    def graded_call(self, rewards: Any) -> np.ndarray:
+    def graded_call(self, rewards: Any, *, lengths: Any = None) -> np.ndarray:
         """Per-rollout advantages of real-valued rewards ``[..., G]`` (families with ``graded``).
 
-        For the families whose definition uses only ``r``, ``r̄`` and ``σ_r`` (REINFORCE, GRPO,
-        Dr. GRPO = the mean baseline of Two-Stage Alg. 1, RLOO, GRPO-N); a group whose rewards are
-        all equal gets 0 (as in :meth:`__call__`).
+        For the families whose definition is real-valued: it uses the rewards only through
+        ``r``, group and batch means, standard deviations and maxima (REINFORCE, GRPO, Dr. GRPO =
+        the mean baseline of Two-Stage Alg. 1, RLOO, GRPO-N, REINFORCE++, and the peer trainers'
+        conventions ``grpo_batch``, ``grpo_passk``, ``opo``, ``reinforce_pp_baseline``, ``gpg``);
+        a group whose rewards are all equal gets 0 (as in :meth:`__call__`).  ``lengths``: for
+        families with ``uses_lengths`` (``opo``, ``reinforce_pp_baseline``), same shape.
+
+        >>> get("opo").graded_call(np.array([0.5, 0.0, 1.0]), lengths=np.array([2, 1, 1]))
+        array([ 0. , -0.5,  0.5])
         """
         if not self.graded:
             allowed = ", ".join(n for n, cls in registry().items() if cls.graded)
@@ -448,9 +464,10 @@ class Advantage:
         if r.shape[-1] < self.min_group_size():
             raise ValueError(f"rewards must be a finite array [..., G] with G >= {self.min_group_size()}, got shape {r.shape}")
         # s marks the group's best rewards: X = G exactly when all rewards are equal (no signal)
+        lens = self._check_lengths(lengths, r.shape)
         s = (r == r.max(-1, keepdims=True)).astype(float)
         g = Group(r, r, s, 0.0, 1.0)  # real rewards: u = r, Δ = 1
-        A = self._compute(g, None)
+        A = self._compute(g, lens)
         if not np.all(np.isfinite(A)):
             raise ValueError(f"rewards: the advantages of {self!r} overflow float64 for these rewards "
                              f"(largest finite {np.finfo(float).max:.4g}); rescale the rewards")
@@ -702,6 +719,10 @@ class GRPO(Advantage):
     ``ddof=0`` (population std, FADE App. 8.1) gives ``m_S = m_F = sqrt(pq)`` exactly;
     ``ddof=1`` (``torch.std`` default, as in TRL) multiplies by ``sqrt((G−1)/G)``.
     ``eps`` (F-GRPO Eq. 4) is 0 by default; groups without signal get 0.
+
+    The peers' conventions: verl and SkyRL ``grpo`` are ``ddof=1, eps=1e-6`` (verl
+    ``norm_adv_by_std_in_grpo=False`` is ``dr_grpo``); TRL ``scale_rewards="group"`` is
+    ``ddof=1, eps=1e-4`` (``"none"`` is ``dr_grpo``, ``"batch"`` is ``grpo_batch``).
     """
 
     graded = True
@@ -899,23 +920,42 @@ class AsymGRPO(Advantage):
 
 @register
 class MaxRL(Advantage):
-    """MaxRL: ``A_i = (r_i − r̄)/(r̄ − R_w)`` (= ``(r_i − r̄)/r̄`` for rewards {0, 1}).
+    """MaxRL: ``A_i = (r_i − r̄)/(r̄ − R_w + eps)`` (= ``(r_i − r̄)/(r̄ + eps)`` for rewards {0, 1}).
 
-    ``A_s = q̂/p̂``, ``A_f = −1``, so ``m_S = m_F = q`` (FADE App. 8.3): sign-balanced,
-    hard-focused, invariant to the reward values.
+    With ``eps = 0`` (the default): ``A_s = q̂/p̂``, ``A_f = −1``, so ``m_S = m_F = q``
+    (FADE App. 8.3): sign-balanced, hard-focused, invariant to the reward values.  With
+    ``eps > 0`` (in reward units), ``m_S = m_F = Δ·pq/(Δp + eps)`` exactly given ``p̂``.
+    SkyRL's ``maxrl`` estimator is ``eps=1e-6`` on rewards (0, 1): it divides by ``r̄ + eps``
+    (not ``r̄ − R_w``), so it matches only where ``R_w = 0``; a SkyRL group of one rollout
+    keeps its raw reward (``rlvr_theory.groups``, ``singleton="raw"``).
+
+    >>> get("maxrl", eps=1e-6)(np.array([1.0, 0.0, 0.0, 0.0]))   # SkyRL: (r − r̄)/(r̄ + 1e-6)
+    array([ 2.999988, -0.999996, -0.999996, -0.999996])
     """
 
     name = "maxrl"
     description = "mean baseline divided by the mean reward (maximum likelihood RL)"
-    source = "Tajwar et al. 2026; FADE App. 8.3"
+    source = "Tajwar et al. 2026; FADE App. 8.3; SkyRL (compute_maxrl_advantage)"
+    defaults = {"eps": 0.0}
+    scale_power = 0.0  # with eps = 0 (reward_scale_power)
 
-    scale_power = 0.0
+    def _validate(self, params):
+        self._number(params, "eps", low=0)
+        return params
+
+    def reward_scale_power(self) -> float | None:
+        return 0.0 if self.params["eps"] == 0 else None
 
     def _compute(self, g, lengths):
-        return _div(g.centered_u, g.mean_u)  # (r − r̄)/(r̄ − R_w) in units of Δ
+        with np.errstate(over="ignore"):
+            e = self.params["eps"] / g.delta if self.params["eps"] else 0.0
+        return _div(g.centered_u, g.mean_u + e)  # (r − r̄)/(r̄ − R_w + eps) in units of Δ
 
     def _closed_form(self, k, d):
-        return _q, _q
+        if self.params["eps"] == 0:
+            return _q, _q
+        m = d * p * _q / (d * p + k["eps"])
+        return m, m
 
 
 @register
@@ -1580,6 +1620,341 @@ class ReinforcePP(Advantage):
     def _population(self, g, p_values):
         pv = p_values.reshape((-1,) + (1,) * g.s.ndim)
         return self._compute(g, None, sigma=np.sqrt(pv * (1.0 - pv) * (g.G - 1) / g.G))  # σ_batch/Δ
+
+
+# ====================================================== the peers' conventions ===
+# verl 0.9 (verl/trainer/ppo/core_algos.py), TRL 1.16 (GRPOTrainer, scale_rewards="batch"):
+# each family is the peer's definition on one batch of equal-size groups; a group of one
+# rollout (verl: its raw reward) is left to rlvr_theory.groups (singleton="raw").
+
+
+def _binomial_moments(p: Any, G: Any) -> tuple[Any, Any, Any]:
+    """``E[p̂q̂]``, ``E[p̂q̂²]``, ``E[p̂²q̂]`` for ``X ~ Binom(G, p)`` (numpy or sympy)."""
+    q = 1 - p
+    return (p * q * (G - 1) / G, p * q * (G - 1) * (q * (G - 2) + 1) / G**2,
+            p * q * (G - 1) * (p * (G - 2) + 1) / G**2)
+
+
+@register
+class GRPOBatch(Advantage):
+    """GRPO with the batch std (TRL ``scale_rewards="batch"``): ``A_i = (r_i − r̄)/(σ_batch + eps)``.
+
+    ``r̄`` is the group mean and ``σ_batch`` the standard deviation of the *rewards* (not the
+    centred rewards) over the whole array passed, with ``ddof`` (TRL: ``nanstd``, ddof 1) and
+    ``eps`` in reward units (TRL: ``1e-4``); groups without signal get 0.  Batch-level.
+
+    Closed form (ours).  In a large batch of prompts that all have solve rate ``p``,
+    ``σ_batch → Δ·sqrt(pq)`` (whatever ``ddof``), and a group with ``X`` successes has
+    ``M_S = M_F = Δ·p̂q̂/(σ_batch + eps)``; over ``X ~ Binom(G, p)``:
+    ``m_S = m_F = Δ·pq·(G−1)/G / (Δ·sqrt(pq) + eps)`` (kind ``"expectation"``).
+
+    >>> get("grpo_batch", eps=0)(np.array([[1.0, 0.0], [1.0, 1.0]]))  # σ_batch of (1, 0, 1, 1): 0.5
+    array([[ 1., -1.],
+           [ 0.,  0.]])
+    """
+
+    graded = True
+    name = "grpo_batch"
+    description = "group mean baseline divided by the std of the rewards over the whole batch"
+    source = "TRL (GRPOTrainer, scale_rewards='batch'); Shao et al. 2024"
+    kind = "expectation"
+    defaults = {"ddof": 1, "eps": 1e-4}
+    min_group = 2
+
+    def _validate(self, params):
+        self._choice(params, "ddof", (0, 1))
+        self._number(params, "eps", low=0)
+        return params
+
+    @property
+    def batch_level(self) -> bool:
+        return True
+
+    def reward_scale_power(self) -> float | None:
+        return 0.0 if self.params["eps"] == 0 else None
+
+    def _compute(self, g, lengths, sigma=None):
+        if sigma is None:  # std of the rewards over every rollout of every group, in units of Δ
+            n, ddof = g.G * g.X.size, self.params["ddof"]
+            sigma = 0.0
+            if n - ddof > 0:
+                mu = float(np.sum(g.total(g.u))) / n
+                sigma = math.sqrt(float(np.sum(g.total((g.u - mu) ** 2))) / (n - ddof))
+        with np.errstate(over="ignore"):
+            e = self.params["eps"] / g.delta if self.params["eps"] else 0.0
+        return _div(g.centered_u, sigma + e)
+
+    def _closed_form(self, k, d):
+        m = d * p * _q * (G - 1) / G / (d * sp.sqrt(p * _q) + k["eps"])
+        return m, m
+
+    def _population(self, g, p_values):
+        pv = p_values.reshape((-1,) + (1,) * g.s.ndim)
+        return self._compute(g, None, sigma=np.sqrt(pv * (1.0 - pv)))
+
+
+@register
+class GRPOPassK(Advantage):
+    """verl's pass@k GRPO: only the best rollout of a group gets ``(r_max − r_2nd)/(σ + eps)``.
+
+    ``r_max`` and ``r_2nd`` are the two largest rewards of the group (equal when the best is
+    not unique: then every rollout gets 0), ``σ`` the group standard deviation with ddof 1
+    and ``eps`` in reward units (verl's defaults, ``1e-6``); ``norm_by_std=False``
+    (``norm_adv_by_std_in_grpo=False``) drops the division, which is ``passk_tang``.  For
+    binary rewards only a unique success gets weight: ``Δ/(Δ/sqrt(G) + eps)``.
+
+    The masses are random given the group; their expectation over ``X ~ Binom(G, p)`` is
+    exactly ``m_S = p q^(G−1)·Δ/(Δ/sqrt(G) + eps)`` (``Δ·p q^(G−1)`` without the
+    normalisation), ``m_F = 0`` (kind ``"expectation"``, as ``passk_tang``).
+
+    >>> get("grpo_passk")(np.array([1.0, 0.0, 0.0, 0.0]))        # 1/(1/sqrt(4) + 1e-6)
+    array([1.999996, 0.      , 0.      , 0.      ])
+    >>> get("grpo_passk", norm_by_std=False).graded_call(np.array([0.5, 0.9, 0.2]))
+    array([0. , 0.4, 0. ])
+    """
+
+    graded = True
+    name = "grpo_passk"
+    description = "pass@k GRPO: only a unique best rollout is rewarded, by its gap over the runner-up"
+    source = "Tang et al. 2025; verl (compute_grpo_passk_outcome_advantage)"
+    kind = "expectation"
+    defaults = {"norm_by_std": True, "eps": 1e-6}
+    min_group = 2
+
+    def _validate(self, params):
+        self._choice(params, "norm_by_std", (True, False))
+        self._number(params, "eps", low=0)
+        return params
+
+    def reward_scale_power(self) -> float | None:
+        if not self.params["norm_by_std"]:
+            return 1.0
+        return 0.0 if self.params["eps"] == 0 else None
+
+    def _compute(self, g, lengths):
+        u = g.u
+        top = g.top(u)
+        is_top = u == top
+        unique = g.total(is_top.astype(float)) == 1
+        second = g.top(np.where(is_top, -np.inf, u))  # the runner-up (the max of the rest)
+        gap = np.where(is_top & unique & np.isfinite(second) & ~g.degenerate, top - second, 0.0)
+        if not self.params["norm_by_std"]:
+            return g.scale(gap)
+        with np.errstate(over="ignore"):
+            e = self.params["eps"] / g.delta if self.params["eps"] else 0.0
+        return _div(gap, g.std_u(1) + e)
+
+    def _closed_form(self, k, d):
+        m = d * p * _q ** (G - 1)
+        if self.params["norm_by_std"]:
+            m = m / (d / sp.sqrt(G) + k["eps"])
+        return m, sp.Integer(0)
+
+
+@register
+class OPO(Advantage):
+    """OPO: the length-weighted group baseline, ``A_i = r_i − Σ_j l_j r_j / Σ_j l_j``.
+
+    ``l_i`` are the response lengths (verl: tokens of the response mask); equal lengths give
+    Dr. GRPO.  Groups without signal get 0.  The closed form assumes equal lengths within each
+    outcome, ``L_S`` = ``length_correct`` and ``L_F`` = ``length_incorrect`` (used by the
+    tables); given ``p̂`` it is exact:
+    ``m_S = Δ·pq·L_F/(pL_S + qL_F)``, ``m_F = Δ·pq·L_S/(pL_S + qL_F)`` -- longer failures
+    make it success-biased.
+
+    >>> get("opo")(np.array([1.0, 0.0, 0.0]), lengths=np.array([10, 30, 20]))  # baseline 10/60
+    array([ 0.83333333, -0.16666667, -0.16666667])
+    """
+
+    graded = True
+    name = "opo"
+    description = "length-weighted group mean baseline (optimal baseline for sequence rewards)"
+    source = "Hao et al. 2025 (OPO); verl (compute_opo_outcome_advantage)"
+    defaults = {"length_correct": 1.0, "length_incorrect": 1.0}
+    uses_lengths = True
+
+    def _validate(self, params):
+        self._number(params, "length_correct", low=0, low_open=True)
+        self._number(params, "length_incorrect", low=0, low_open=True)
+        return params
+
+    def default_lengths(self, successes: np.ndarray) -> np.ndarray:
+        """Lengths of the closed form's model: ``length_correct``/``length_incorrect`` by outcome."""
+        return np.where(successes > 0, self.params["length_correct"], self.params["length_incorrect"])
+
+    def _compute(self, g, lengths):
+        w = np.broadcast_to(lengths, g.u.shape)
+        total = g.total(w)
+        if np.any((total <= 0) & ~g.degenerate):
+            raise ValueError(f"lengths: {self.name} needs a positive total length in every group with signal "
+                             "(its baseline is Σ l_i r_i / Σ l_i)")
+        base = _div(g.total(w * g.u), total)
+        return g.scale(np.where(g.degenerate, 0.0, g.u - base))
+
+    def _closed_form(self, k, d):
+        ls, lf = k["length_correct"], k["length_incorrect"]
+        den = p * ls + _q * lf
+        return d * p * _q * lf / den, d * p * _q * ls / den
+
+
+@register
+class ReinforcePPBaseline(Advantage):
+    """verl's REINFORCE++-baseline: group mean subtracted, then whitened over the batch's *tokens*.
+
+    With ``c_i = r_i − r̄`` (0 on groups without signal) and ``l_i`` the response lengths,
+    ``A_i = (c_i − μ)/sqrt(v + eps)``, ``μ = Σ l_i c_i / n``, ``v = Σ l_i (c_i − μ)² / (n − 1)``,
+    ``n = Σ l_i``, sums over the whole array passed: verl's ``masked_whiten`` of the centred
+    reward repeated on every token of the response (mean and variance over all tokens of the
+    batch, ``unbiased`` correction ``n/(n−1)``, ``eps = 1e-8`` in squared reward units; verl's
+    ``masked_mean`` also adds ``1e-8`` to ``n``, a relative ``1e-8/n`` left out here).  A group
+    without signal gets ``−μ/sqrt(v + eps)`` (0 with equal lengths).  Batch-level.
+
+    Closed form (ours).  In a large batch of prompts at solve rate ``p`` whose successes have
+    ``L_S`` = ``length_correct`` and failures ``L_F`` = ``length_incorrect`` tokens,
+    ``μ = Δ(L_S − L_F)·E[p̂q̂]/L̄`` and ``v = Δ²(L_S·E[p̂q̂²] + L_F·E[p̂²q̂])/L̄ − μ²`` with
+    ``L̄ = pL_S + qL_F`` and the binomial moments ``E[p̂q̂] = pq(G−1)/G``,
+    ``E[p̂q̂²] = pq(G−1)(q(G−2)+1)/G²``, ``E[p̂²q̂] = pq(G−1)(p(G−2)+1)/G²``; then
+    ``m_S = (Δ·E[p̂q̂] − μp)/sqrt(v + eps)``, ``m_F = (Δ·E[p̂q̂] + μq)/sqrt(v + eps)``
+    (kind ``"expectation"``).  Equal lengths: ``m_S = m_F = Δ·E[p̂q̂]/sqrt(Δ²·E[p̂q̂] + eps)``,
+    ``reinforce_pp`` up to ``eps``.
+
+    >>> get("reinforce_pp_baseline")(np.array([[1.0, 0.0], [1.0, 1.0]]), lengths=np.array([[3, 1], [2, 2]]))
+    array([[ 1.06066013, -1.76776688],
+           [-0.35355338, -0.35355338]])
+    """
+
+    graded = True
+    name = "reinforce_pp_baseline"
+    description = "group mean baseline, then whitening over all tokens of the batch (verl)"
+    source = "Hu et al. 2025 (REINFORCE++); verl (compute_reinforce_plus_plus_baseline_outcome_advantage)"
+    kind = "expectation"
+    defaults = {"eps": 1e-8, "unbiased": True, "length_correct": 1.0, "length_incorrect": 1.0}
+    min_group = 2
+    uses_lengths = True
+
+    def _validate(self, params):
+        self._number(params, "eps", low=0)
+        self._choice(params, "unbiased", (True, False))
+        self._number(params, "length_correct", low=0, low_open=True)
+        self._number(params, "length_incorrect", low=0, low_open=True)
+        return params
+
+    @property
+    def batch_level(self) -> bool:
+        return True
+
+    def reward_scale_power(self) -> float | None:
+        return 0.0 if self.params["eps"] == 0 else None
+
+    def default_lengths(self, successes: np.ndarray) -> np.ndarray:
+        """Lengths of the closed form's model: ``length_correct``/``length_incorrect`` by outcome."""
+        return np.where(successes > 0, self.params["length_correct"], self.params["length_incorrect"])
+
+    def _compute(self, g, lengths, stats=None):
+        c = g.centered_u  # in units of Δ
+        if stats is None:  # token-weighted mean and variance over the whole batch
+            w = np.broadcast_to(self.default_lengths(g.s) if lengths is None else lengths, c.shape)
+            n = float(np.sum(g.total(w)))
+            if n <= 0 or (self.params["unbiased"] and n <= 1):
+                raise ValueError(f"lengths: {self.name} needs more than {int(self.params['unbiased'])} token(s) "
+                                 f"in the batch (the sum of the lengths), got {n:g}")
+            mu = float(np.sum(g.total(w * c))) / n
+            var = float(np.sum(g.total(w * (c - mu) ** 2))) / n
+            if self.params["unbiased"]:
+                var *= n / (n - 1)
+        else:
+            mu, var = stats
+        with np.errstate(over="ignore"):
+            e = self.params["eps"] / g.delta / g.delta if self.params["eps"] else 0.0
+        return _div(c - mu, np.sqrt(var + e))
+
+    def _moments(self, pv: Any, Gn: Any) -> tuple[Any, Any, Any]:
+        """``E[p̂q̂]``, ``μ/Δ`` and ``v/Δ²`` of the large homogeneous batch (numpy or sympy)."""
+        ls, lf = self.params["length_correct"], self.params["length_incorrect"]
+        return self._moments_in(pv, Gn, ls, lf)
+
+    @staticmethod
+    def _moments_in(pv, Gn, ls, lf):
+        e1, e_pq2, e_p2q = _binomial_moments(pv, Gn)
+        if ls == lf:  # equal lengths: μ = 0 and v = E[p̂q̂²] + E[p̂²q̂] = E[p̂q̂]
+            return e1, 0 * e1, e1
+        lbar = pv * ls + (1 - pv) * lf
+        mu = (ls - lf) * e1 / lbar
+        return e1, mu, (ls * e_pq2 + lf * e_p2q) / lbar - mu**2
+
+    def _closed_form(self, k, d):
+        e1, mu, v = self._moments_in(p, G, k["length_correct"], k["length_incorrect"])
+        s = sp.sqrt(d**2 * v + k["eps"])
+        return (d * e1 - d * mu * p) / s, (d * e1 + d * mu * _q) / s
+
+    def _population(self, g, p_values):
+        pv = p_values.reshape((-1,) + (1,) * g.s.ndim)
+        _, mu, v = self._moments(pv, g.G)
+        return self._compute(g, None, stats=(mu, np.maximum(v, 0.0)))
+
+
+@register
+class GPG(Advantage):
+    """verl's GPG: ``A_i = α·(r_i − r̄)/f_norm`` with ``α = B / #{j : r_j ≠ 0}``.
+
+    ``B`` is the number of rollouts of the whole array passed and the count runs over all of
+    them (verl: ``bsz / count_nonzero(scores)``, the count clamped at 1); ``f_norm`` is verl's
+    ``f_norm`` (1).  Groups without signal get 0.  Batch-level.  The count reads the rewards as
+    given: for rewards (0, 1) it is the number of successes, for two nonzero reward values it
+    is ``B`` (``α = 1``, Dr. GRPO).
+
+    Closed form (ours).  In a large batch of prompts at solve rate ``p`` the fraction of
+    nonzero rewards is ``φ = p·1[R_c ≠ 0] + q·1[R_w ≠ 0]`` and ``α → 1/φ``, so
+    ``m_S = m_F = Δ·pq(G−1)/(G·φ·f_norm)`` (``Δ·q(G−1)/G`` for rewards (0, 1): hard-focused
+    like MaxRL), and 0 where ``φ = 0`` (every group without signal; kind ``"expectation"``;
+    :func:`rlvr_theory.masses.exact` reads a subnormal ``φ`` as ``2.2e-308``).
+
+    >>> get("gpg")(np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]))  # α = 8/1
+    array([[ 6., -2., -2., -2.],
+           [ 0.,  0.,  0.,  0.]])
+    """
+
+    graded = True
+    name = "gpg"
+    description = "group mean baseline scaled by batch size / number of nonzero rewards (verl GPG)"
+    source = "Chu et al. 2025 (GPG); verl (compute_gpg_outcome_advantage)"
+    kind = "expectation"
+    defaults = {"f_norm": 1.0}
+    min_group = 2
+    scale_power = None  # α reads which rewards are 0, not only R_c − R_w
+
+    def _validate(self, params):
+        self._number(params, "f_norm", low=0, low_open=True)
+        return params
+
+    @property
+    def batch_level(self) -> bool:
+        return True
+
+    def _nonzero_fraction(self, pv: Any) -> Any:
+        rw, rc = self.reward_values
+        return (pv if rc != 0 else 0) + ((1 - pv) if rw != 0 else 0)
+
+    def _compute(self, g, lengths, alpha=None):
+        if alpha is None:
+            n = g.G * g.X.size
+            alpha = n / max(float(np.sum(g.total((g.r != 0).astype(float)))), 1.0)
+        return g.centered * (alpha / self.params["f_norm"])
+
+    def _closed_form(self, k, d):
+        phi = self._nonzero_fraction(p)
+        m = d * p * _q * (G - 1) / (G * phi * k["f_norm"])
+        if phi != 1:
+            m = sp.Piecewise((0, sp.Eq(phi, 0)), (m, True))
+        return m, m
+
+    def _population(self, g, p_values):
+        pv = p_values.reshape((-1,) + (1,) * g.s.ndim)
+        phi = np.broadcast_to(np.asarray(self._nonzero_fraction(pv), dtype=float), pv.shape)
+        # φ = 0: every group is without signal (A = 0 whatever α); a subnormal φ (p < 2.2e-308)
+        # is read as the smallest normal float, so that α·(r − r̄) stays finite
+        alpha = _div(1.0, np.where(phi > 0, np.maximum(phi, np.finfo(float).tiny), 0.0))
+        return self._compute(g, None, alpha=alpha)
 
 
 def iter_default() -> Iterator[Advantage]:

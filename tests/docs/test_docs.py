@@ -15,7 +15,9 @@ def _python_blocks(path: Path) -> list[str]:
 
 
 def test_readme_python_examples_run():
-    blocks = _python_blocks(ROOT / "README.md")
+    # the TRL snippet is a template (model, dataset, reward function are the user's); its runnable
+    # version, examples/trl_grpo.py, runs in tests/integrations/test_trl.py
+    blocks = [b for b in _python_blocks(ROOT / "README.md") if "integrations.trl" not in b]
     assert len(blocks) >= 2
     ns: dict = {}
     try:

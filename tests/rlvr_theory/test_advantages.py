@@ -239,7 +239,8 @@ def test_graded_call_real_valued_rewards_by_hand():
     b = np.array([[1.0, 0.0, 0.0, 1.0, 0.0]])
     np.testing.assert_allclose(advantages.get("grpo").graded_call(b), advantages.get("grpo")(b), atol=1e-15)
     with pytest.raises(ValueError, match="asym_grpo.*binary rewards only; graded rewards need one of "
-                                         "reinforce, grpo, dr_grpo, rloo, grpo_n, reinforce_pp$"):
+                                         "reinforce, grpo, dr_grpo, rloo, grpo_n, reinforce_pp, grpo_batch, "
+                                         "grpo_passk, opo, reinforce_pp_baseline, gpg$"):
         advantages.get("asym_grpo").graded_call(r)
     with pytest.raises(ValueError, match="rewards must contain only finite numbers"):
         advantages.get("grpo").graded_call([[0.0, np.nan]])

@@ -1,0 +1,306 @@
+"""Registry advantages, schedules and mass diagnostics inside TRL's ``GRPOTrainer``.
+
+:class:`GRPOTrainer` is a drop-in subclass of ``trl.GRPOTrainer`` (``pip install
+"rlvr-diagnostics[trl]"``, TRL 1.16) with six more keyword arguments: ``advantage`` /
+``advantage_params`` (a registry family, :func:`rlvr_theory.advantages.names`) or ``schedule``
+/ ``schedule_params`` (:func:`rlvr_theory.schedules.names`), ``success_threshold`` and
+``singleton``.  Everything else (generation, the loss, accelerate / DeepSpeed, vLLM,
+checkpoints) stays TRL's.
+
+Per generation batch it
+
+1. takes the rewards TRL gathered across processes, one row per completion: the weighted sum of
+   the reward columns with TRL's ``reward_weights`` (``NaN`` where every reward function
+   returned ``None``; those rows take part in no baseline and get advantage 0, as in TRL);
+2. recomputes the advantages with :class:`integrations.core.Policy` on groups of
+   ``num_generations`` consecutive completions (TRL's layout), gives each process its slice
+   (TRL's ``process_slice``) and replaces the advantages TRL logged, so that the completions
+   table (``log_completions=True`` → ``OUTPUT_DIR/completions/completions_NNNNN.parquet``, column
+   ``advantage``) shows the advantages that entered the loss;
+3. appends the diagnostics to TRL's own metrics (averaged and logged by TRL, ``eval_`` prefixed
+   in evaluation): ``rlvr/m_S``, ``rlvr/m_F``, ``rlvr/sign_ratio``, ``rlvr/frac_all_correct``,
+   ``rlvr/frac_all_wrong``, ``rlvr/abs_adv_sum``, ``rlvr/solve_rate`` and a schedule's
+   ``rlvr/alpha``, ``rlvr/delta``, ``rlvr/omega``.  A value that is undefined for a batch
+   (``sign_ratio`` when ``m_F = 0``, masses of real rewards without a threshold) is left out.
+
+A schedule advances once per generation batch in training (never in evaluation), from the
+batch solve rate and TRL's logged entropy (the mean of the ``entropy`` values TRL logged since
+the previous generation batch, else the last one seen, else ``H0``).  Its state is written to
+``checkpoint-N/rlvr_state.json`` with every TRL checkpoint and restored by
+``trainer.train(resume_from_checkpoint=...)``.  Every process computes the same advantages and
+schedule state from the same gathered rewards and the globally reduced entropy.
+
+Examples
+--------
+Refusals come from ``__init__``, before the model is touched:
+
+>>> from integrations.trl import GRPOTrainer
+>>> GRPOTrainer(model=None, advantage="asym_grpo", advantage_params={"gamma": 1.0})
+Traceback (most recent call last):
+...
+ValueError: asym_grpo: unknown parameter(s) gamma; allowed: delta
+
+A run (tiny model and tokenizer of your own, ``processing_class`` given)::
+
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=reward,
+                          train_dataset=dataset, args=GRPOConfig(..., log_completions=True),
+                          advantage="asym_grpo", advantage_params={"delta": 0.5})
+    trainer.train()
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+from typing import Any
+
+import numpy as np
+import torch
+import trl
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from analysis.io import read_json_object, write_json
+from integrations.core import Policy
+from rlvr_theory import advantages as registry
+
+__all__ = ["GRPOTrainer", "STATE_FILE", "METRICS"]
+
+logger = logging.getLogger(__name__)
+
+#: file written into every ``checkpoint-N`` directory: the policy's (schedule's) state
+STATE_FILE = "rlvr_state.json"
+
+#: TRL metric name -> key of :meth:`integrations.core.Policy.step`'s metrics
+METRICS = {
+    "rlvr/m_S": "m_S",
+    "rlvr/m_F": "m_F",
+    "rlvr/sign_ratio": "sign_ratio",
+    "rlvr/frac_all_correct": "frac_all_correct",
+    "rlvr/frac_all_wrong": "frac_all_wrong",
+    "rlvr/abs_adv_sum": "abs_adv_sum",
+    "rlvr/solve_rate": "solve_rate_mean",
+    "rlvr/alpha": "alpha",
+    "rlvr/delta": "delta",
+    "rlvr/omega": "omega",
+}
+
+
+def _trainer_args(args: tuple, kwargs: dict) -> Any:
+    """The ``GRPOConfig`` passed to ``trl.GRPOTrainer.__init__`` (third positional or ``args=``)."""
+    return kwargs.get("args", args[2] if len(args) > 2 else None)
+
+
+class GRPOTrainer(trl.GRPOTrainer):
+    """``trl.GRPOTrainer`` whose advantages come from a registry family or schedule.
+
+    Parameters
+    ----------
+    *args, **kwargs
+        Everything ``trl.GRPOTrainer`` takes, unchanged.
+    advantage : str, optional
+        A registry family (:func:`rlvr_theory.advantages.names`), e.g. ``"asym_grpo"``.
+        Exactly one of ``advantage`` and ``schedule`` is given.
+    advantage_params : dict, optional
+        Its parameters, e.g. ``{"delta": 0.5}`` (also ``reward_values=(R_w, R_c)``).
+    schedule : str, optional
+        A schedule (:func:`rlvr_theory.schedules.names`): ``"fade"``, ``"fade-log"`` (its ``T`` is
+        the number of generation batches of the run), ``"agrae"``.
+    schedule_params : dict, optional
+        Its parameters, e.g. ``{"H0": 2.3, "beta": 0.9}`` for ``"fade"`` (``H0``: the initial
+        entropy, default 1.0, also the entropy used before TRL has logged one).
+    success_threshold : float, optional
+        Reward at or above which a completion succeeds.  Required by a family defined on
+        success/failure (not ``graded``, and every schedule) when the reward is real-valued:
+        several reward functions, weights other than 1, or a reward function with real outputs.
+    singleton : {"zero", "raw"}
+        Advantage of a group left with one scored completion (the others returned ``None``).
+
+    Raises
+    ------
+    ValueError
+        In ``__init__``, before any generation: an unknown family, schedule or parameter, a
+        bad parameter value, ``num_generations`` below the family's smallest group,
+        ``multi_objective_aggregation="normalize_then_sum"``, or a success/failure family
+        without ``success_threshold`` on a weighted sum of rewards.  During training: real-valued
+        rewards without ``success_threshold`` for such a family.
+    """
+
+    def __init__(self, *args: Any, advantage: str | None = None, advantage_params: dict | None = None,
+                 schedule: str | None = None, schedule_params: dict | None = None,
+                 success_threshold: float | None = None, singleton: str = "zero", **kwargs: Any):
+        sched_params = dict(schedule_params or {})
+        h0 = sched_params.pop("H0", None) if schedule == "fade" else None  # FADE's initial entropy
+        self._rlvr_config = dict(advantage=advantage, advantage_params=dict(advantage_params or {}),
+                                 schedule=schedule, schedule_params=sched_params,
+                                 success_threshold=success_threshold, singleton=singleton, H0=h0)
+        # names, parameters and values are checked before TRL loads the model
+        cfg = _trainer_args(args, kwargs)
+        self._rlvr_steps = self._rlvr_planned_batches(cfg)
+        policy = Policy(**self._rlvr_config, steps=self._rlvr_steps)
+        super().__init__(*args, **kwargs)
+        self.rlvr_policy = policy
+        self._rlvr_check_trainer()
+        self._rlvr_entropy_cursor = 0               # entropy values of _metrics["train"] already read
+        self._rlvr_entropy_pending: list[float] = []  # read by log() before TRL cleared them
+        self._rlvr_rewards: torch.Tensor | None = None
+
+    # ----------------------------------------------------------------- checks
+    @staticmethod
+    def _rlvr_planned_batches(cfg: Any, max_steps: int | None = None) -> int:
+        """Generation batches of a run of ``max_steps`` optimizer steps (schedules that need ``T``)."""
+        steps = max_steps if max_steps is not None else getattr(cfg, "max_steps", -1)
+        if cfg is None or steps is None or steps <= 0:
+            return 1  # not known before train(): set from the trainer state at the first batch
+        micro = steps * cfg.gradient_accumulation_steps
+        per = (cfg.steps_per_generation or cfg.gradient_accumulation_steps) * cfg.num_iterations
+        return max(1, math.ceil(micro / per))
+
+    def _rlvr_check_trainer(self) -> None:
+        pol = self.rlvr_policy
+        pol.check_group_size(self.num_generations, what="num_generations")
+        if self.args.eval_strategy != "no" and self.num_generations_eval != self.num_generations:
+            pol.check_group_size(self.num_generations_eval, what="num_generations_eval")
+        if self.multi_objective_aggregation != "sum_then_normalize":
+            raise ValueError(f"multi_objective_aggregation must be 'sum_then_normalize' with advantage=/schedule= "
+                             f"(the family computes the advantages of the weighted sum of the rewards), "
+                             f"got {self.multi_objective_aggregation!r}")
+        w = [float(x) for x in self.reward_weights.tolist()]
+        if pol.needs_threshold and pol.success_threshold is None and (len(w) > 1 or any(x != 1.0 for x in w)):
+            what = (f"the weighted sum of {len(w)} reward functions" if len(w) > 1 else "a reward function")
+            graded = ", ".join(n for n, cls in registry.registry().items() if cls.graded)
+            raise ValueError(f"success_threshold is required by {pol.name!r}, which is defined on success/failure "
+                             f"rewards: the reward is {what} with weights {w}, real-valued; pass "
+                             f"success_threshold=T (completions with reward >= T succeed) or use a family "
+                             f"defined on real rewards ({graded})")
+
+    # ------------------------------------------------------------ the batch
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._rlvr_rewards = rewards_per_func  # gathered across processes: (all completions, functions)
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        rpf, self._rlvr_rewards = self._rlvr_rewards, None
+        if rpf is None:  # a rollout path that computed no rewards (not in TRL 1.16)
+            raise RuntimeError("integrations.trl: TRL produced no rewards for this batch")
+        return self._rlvr_apply(output, rpf, "train" if self.model.training else "eval")
+
+    def _rlvr_apply(self, output: dict, rpf: torch.Tensor, mode: str) -> dict:
+        """Replace TRL's advantages in ``output`` (this process's rows) and in the completions
+        log by the policy's, from the gathered ``rpf`` (all completions × reward functions),
+        and append the diagnostics to ``self._metrics[mode]``."""
+        rewards = self._rlvr_weighted_rewards(rpf)
+        local = output["advantages"]
+        n_local, n = local.shape[0], rewards.shape[0]
+        if n != n_local * self.accelerator.num_processes:
+            raise RuntimeError(f"integrations.trl: {n} gathered rewards for {self.accelerator.num_processes} "
+                               f"process(es) of {n_local} completions")
+        lengths = None
+        if self.rlvr_policy.advantage.uses_lengths:
+            mask = output["completion_mask"]
+            if output.get("tool_mask") is not None:
+                mask = mask * output["tool_mask"]
+            lengths = self.accelerator.gather(mask.sum(1)).detach().cpu().double().numpy()
+        group_size = self.num_generations if mode == "train" else self.num_generations_eval
+        if mode == "train":
+            self._rlvr_sync_steps()
+            A, metrics = self.rlvr_policy.step(rewards, group_size=group_size, lengths=lengths,
+                                               entropy=self._rlvr_take_entropy())
+        else:  # evaluation: the current advantage, the schedule does not move
+            frozen = copy.copy(self.rlvr_policy)
+            frozen.schedule = None
+            A, metrics = frozen.step(rewards, group_size=group_size, lengths=lengths)
+        start = self.accelerator.process_index * n_local
+        output["advantages"] = torch.as_tensor(A[start:start + n_local], dtype=local.dtype, device=local.device)
+        logged = self._logs["advantages"]  # TRL appended the advantages of all processes
+        k = min(n, len(logged))
+        if k == len(logged):  # the usual case: the log holds this batch only
+            logged.clear()
+        else:
+            for _ in range(k):
+                logged.pop()
+        logged.extend(A[n - k:].tolist())
+        for name, key in METRICS.items():
+            v = metrics.get(key)
+            if v is not None and math.isfinite(v):
+                self._metrics[mode][name].append(float(v))
+        return output
+
+    def _rlvr_weighted_rewards(self, rewards_per_func: torch.Tensor) -> np.ndarray:
+        """TRL's reward of each completion: Σ_k w_k·r_k over the reward functions that returned a
+        value (``nansum``), ``NaN`` where none did."""
+        r = rewards_per_func.detach().to("cpu", torch.float64).numpy()
+        w = self.reward_weights.detach().to("cpu", torch.float64).numpy()
+        missing = np.isnan(r).all(axis=1)
+        total = np.nansum(r * w, axis=1)
+        total[missing] = np.nan
+        return total
+
+    def _rlvr_sync_steps(self) -> None:
+        """Give the schedule the run's number of generation batches once ``train()`` knows it."""
+        if self.rlvr_policy.schedule is None:
+            return
+        T = self._rlvr_planned_batches(self.args, self.state.max_steps)
+        if T != self._rlvr_steps:
+            state = self.rlvr_policy.state_dict()
+            self.rlvr_policy = Policy(**self._rlvr_config, steps=T)
+            self.rlvr_policy.load_state_dict(state)
+            self._rlvr_steps = T
+
+    # ---------------------------------------------------------------- entropy
+    def _rlvr_unread_entropy(self) -> list[float]:
+        values = self._metrics["train"].get("entropy", [])
+        if len(values) < self._rlvr_entropy_cursor:  # cleared elsewhere
+            self._rlvr_entropy_cursor = 0
+        out = [float(v) for v in values[self._rlvr_entropy_cursor:]]
+        self._rlvr_entropy_cursor = len(values)
+        return out
+
+    def _rlvr_take_entropy(self) -> float | None:
+        """Mean of TRL's ``entropy`` metric since the previous generation batch (None if none)."""
+        values = [v for v in self._rlvr_entropy_pending + self._rlvr_unread_entropy() if math.isfinite(v)]
+        self._rlvr_entropy_pending = []
+        return sum(values) / len(values) if values else None
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        train = self.model.training
+        if train:  # TRL clears the train metrics: keep the entropy values not read yet
+            self._rlvr_entropy_pending.extend(self._rlvr_unread_entropy())
+        super().log(logs, start_time)
+        if train:
+            self._rlvr_entropy_cursor = 0
+
+    # ------------------------------------------------------------ checkpoints
+    def _rlvr_state(self) -> dict[str, Any]:
+        pending = self._rlvr_entropy_pending + [
+            float(v) for v in self._metrics["train"].get("entropy", [])[self._rlvr_entropy_cursor:]]
+        return {"policy": self.rlvr_policy.state_dict(), "name": self.rlvr_policy.name,
+                "generation_batches": self._rlvr_steps, "entropy_pending": pending}
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            write_json(os.path.join(self._get_output_dir(trial=trial), folder, STATE_FILE), self._rlvr_state())
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None:
+            return
+        path = os.path.join(checkpoint, STATE_FILE)
+        if not os.path.exists(path):
+            if self.rlvr_policy.schedule is not None:
+                logger.warning("%s has no %s: schedule %r starts from its initial state",
+                               checkpoint, STATE_FILE, self.rlvr_policy.name)
+            return
+        doc = read_json_object(path, f"resume_from_checkpoint: file {path!r}")
+        try:
+            self.rlvr_policy.load_state_dict(doc["policy"])
+            self._rlvr_entropy_pending = [float(v) for v in doc.get("entropy_pending", [])]
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"resume_from_checkpoint: {path!r} does not hold the state of "
+                             f"{self.rlvr_policy.name!r}: {err}") from None
+        self._rlvr_entropy_cursor = 0
