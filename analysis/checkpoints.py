@@ -17,7 +17,15 @@ Architecture-independent naming:
   ``language_model.lm_head.weight``), ``embed_out.weight`` (GPT-NeoX), ``output.weight``; with
   tied embeddings (``tie_word_embeddings``, GPT-2, Qwen2.5-0.5B, Gemma) the input embedding
   ``model.embed_tokens.weight`` / ``transformer.wte.weight`` / ... which then *is* the head;
-* :func:`tensor_kind` — ``"head"``, ``"embedding"``, ``"block"`` or ``"other"`` (final norm, ...).
+* :func:`tensor_kind` — ``"head"``, ``"embedding"``, ``"block"`` or ``"other"`` (final norm, ...);
+* :func:`fused_parts` — the parts of a fused projection where the config gives the split
+  (Phi-3 ``qkv_proj`` → q/k/v and ``gate_up_proj`` → gate/up along the rows; GPT-2's Conv1D
+  ``c_attn`` → q/k/v along the columns, Conv1D weights being stored ``in × out``).
+
+Folder layouts (:func:`resolve_checkpoint_dir`): a Hugging Face directory itself; verl's
+``global_step_N`` whose ``actor/huggingface`` (merged) or ``actor`` holds one.  A verl FSDP
+shard directory (``model_world_size_W_rank_R.pt``) is refused with the verl command that
+merges it (:func:`verl_merge_command`).
 
 Every refusal is a ``ValueError`` whose message starts with the label of the checkpoint
 (the argument name of the caller, e.g. ``base`` or ``checkpoints[1]``) and names the file
@@ -50,12 +58,23 @@ __all__ = [
     "pair_tensors",
     "has_tokenizer",
     "load_tokenizer",
+    "tokenizer_size",
+    "DTYPE_NAMES",
+    "fused_parts",
+    "is_conv1d",
+    "resolve_checkpoint_dir",
+    "verl_merge_command",
 ]
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 #: safetensors dtype strings read as floating-point weights
 FLOAT_DTYPES = ("BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2")
+
+#: safetensors dtype string -> torch dtype name
+DTYPE_NAMES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
+               "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+_FSDP_RE = re.compile(r"model_world_size_(\d+)_rank_(\d+)\.pt")
 
 _LAYER_RE = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks|block)\.(\d+)\.")
 _HEAD_NAMES = ("lm_head.weight", "embed_out.weight", "output.weight")
@@ -135,6 +154,108 @@ def tensor_kind(name: str, head: str | None, ndim: int = 2) -> str:
     return "other"
 
 
+_CONV1D_TYPES = ("gpt2",)
+_CONV1D_SUFFIXES = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight",
+                    "attn.q_attn.weight")
+
+
+def is_conv1d(name: str, config: dict) -> bool:
+    """Whether a 2-D weight is a GPT-2 ``Conv1D`` weight, stored transposed (``in × out``)."""
+    return config.get("model_type") in _CONV1D_TYPES and name.endswith(_CONV1D_SUFFIXES)
+
+
+def fused_parts(name: str, shape: tuple[int, ...], config: dict) -> list[tuple[str, int, int, int]] | None:
+    """The parts of a fused projection as ``[(part, axis, start, stop)]``, or ``None``.
+
+    Only where the config gives the split and the sizes add up to the stored shape:
+    ``*.qkv_proj.weight`` (Phi-3: rows ``q`` = heads·head_dim, ``k``, ``v`` = kv_heads·head_dim);
+    a 2-D ``*.gate_up_proj.weight`` (Phi-3: rows ``gate`` then ``up``, halves); GPT-2's Conv1D
+    ``*.attn.c_attn.weight`` (``in × 3·n_embd``: columns ``q``, ``k``, ``v``).
+
+    Examples
+    --------
+    >>> cfg = {"model_type": "phi3", "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2}
+    >>> fused_parts("model.layers.0.self_attn.qkv_proj.weight", (64, 32), cfg)
+    [('q', 0, 0, 32), ('k', 0, 32, 48), ('v', 0, 48, 64)]
+    >>> fused_parts("model.layers.0.mlp.gate_up_proj.weight", (96, 32), cfg)
+    [('gate', 0, 0, 48), ('up', 0, 48, 96)]
+    >>> fused_parts("transformer.h.0.attn.c_attn.weight", (16, 48), {"model_type": "gpt2", "n_embd": 16})
+    [('q', 1, 0, 16), ('k', 1, 16, 32), ('v', 1, 32, 48)]
+    """
+    if len(shape) != 2:
+        return None
+    c = _text_config(config)
+    if name.endswith("qkv_proj.weight"):
+        nh, d = c.get("num_attention_heads"), c.get("hidden_size")
+        nkv = c.get("num_key_value_heads") or nh
+        hd = c.get("head_dim") or (d // nh if isinstance(d, int) and isinstance(nh, int) and nh else None)
+        if not all(isinstance(x, int) and x > 0 for x in (nh, nkv, hd)):
+            return None
+        q, kv = nh * hd, nkv * hd
+        if q + 2 * kv != shape[0]:
+            return None
+        return [("q", 0, 0, q), ("k", 0, q, q + kv), ("v", 0, q + kv, q + 2 * kv)]
+    if name.endswith("gate_up_proj.weight"):
+        if shape[0] % 2:
+            return None
+        h = shape[0] // 2
+        return [("gate", 0, 0, h), ("up", 0, h, 2 * h)]
+    if is_conv1d(name, config) and name.endswith("attn.c_attn.weight"):
+        d = c.get("n_embd") or c.get("hidden_size")
+        if not isinstance(d, int) or shape[1] != 3 * d:
+            return None
+        return [("q", 1, 0, d), ("k", 1, d, 2 * d), ("v", 1, 2 * d, 3 * d)]
+    return None
+
+
+def verl_merge_command(actor_dir: str | Path) -> str:
+    """The verl (0.9) command that merges an FSDP shard directory into a Hugging Face one
+    (``ACTOR/huggingface``, beside the config and tokenizer verl saved there).
+
+    Examples
+    --------
+    >>> verl_merge_command("run/global_step_20/actor")
+    'python -m verl.model_merger merge --backend fsdp --local_dir run/global_step_20/actor --target_dir run/global_step_20/actor/huggingface'
+    """
+    a = str(actor_dir).rstrip("/")
+    return f"python -m verl.model_merger merge --backend fsdp --local_dir {a} --target_dir {a}/huggingface"
+
+
+def _fsdp_shards(p: Path) -> list[str]:
+    try:
+        return sorted(x.name for x in p.iterdir() if _FSDP_RE.fullmatch(x.name))
+    except OSError:
+        return []
+
+
+def resolve_checkpoint_dir(path: str | Path, label: str = "checkpoint") -> Path:
+    """The Hugging Face checkpoint directory that ``path`` designates.
+
+    ``path`` itself when it holds ``config.json`` and safetensors weights; for a verl
+    ``global_step_N`` (or its ``actor``) directory, the merged ``actor/huggingface`` or an
+    ``actor`` that is itself a Hugging Face directory.  A verl FSDP shard directory
+    (``model_world_size_W_rank_R.pt`` in ``path``, its ``actor``, or beside a weightless
+    ``huggingface`` folder) is refused with the command that merges it
+    (:func:`verl_merge_command`).  Anything else is returned unchanged (and refused by
+    :class:`Checkpoint` with its own message).
+    """
+    p = Path(path)
+    if is_checkpoint_dir(p) or not p.is_dir():
+        return p
+    for cand in (p / "actor" / "huggingface", p / "actor", p / "huggingface"):
+        if is_checkpoint_dir(cand):
+            return cand
+    for actor in (p, p / "actor", p.parent if p.name == "huggingface" else None):
+        if actor is not None and actor.is_dir():
+            shards = _fsdp_shards(actor)
+            if shards:
+                more = f" and {len(shards) - 1} more" if len(shards) > 1 else ""
+                raise ValueError(f"{label}: {str(p)!r} is a verl FSDP checkpoint ({shards[0]}{more} in "
+                                 f"{str(actor)!r}: sharded torch state, not a Hugging Face directory); merge it "
+                                 f"to Hugging Face format first: {verl_merge_command(actor)}")
+    return p
+
+
 @dataclass(frozen=True)
 class TensorInfo:
     """One tensor of a checkpoint: name, file, safetensors dtype string and shape."""
@@ -186,6 +307,7 @@ class Checkpoint:
         if not p.is_dir():
             raise ValueError(f"{label}: {str(p)!r} is not a directory (expected a Hugging Face checkpoint "
                              f"directory with config.json and model.safetensors)")
+        p = resolve_checkpoint_dir(p, label)
         self.path = p
         cfg = p / "config.json"
         if not cfg.is_file():
@@ -255,6 +377,24 @@ class Checkpoint:
     @property
     def model_type(self) -> str | None:
         return self.config.get("model_type")
+
+    @property
+    def dtypes(self) -> dict[str, int]:
+        """Number of floating-point tensors per dtype (``{"bfloat16": 290}``), most frequent first."""
+        n: dict[str, int] = {}
+        for t in self.tensors.values():
+            if t.is_float:
+                k = DTYPE_NAMES.get(t.dtype, t.dtype)
+                n[k] = n.get(k, 0) + 1
+        return dict(sorted(n.items(), key=lambda kv: -kv[1]))
+
+    @property
+    def dtype(self) -> str:
+        """The weights' dtype (``"bfloat16"``), or ``"mixed (bfloat16 ×288, float32 ×2)"``."""
+        d = self.dtypes
+        if len(d) == 1:
+            return next(iter(d))
+        return "mixed (" + ", ".join(f"{k} ×{v}" for k, v in d.items()) + ")" if d else "none"
 
     @property
     def files(self) -> list[Path]:
@@ -462,6 +602,16 @@ def has_tokenizer(path: str | Path) -> bool:
     """Whether directory ``path`` holds tokenizer files (``tokenizer.json``, ...)."""
     p = Path(path)
     return p.is_dir() and any((p / f).is_file() for f in _TOKENIZER_FILES)
+
+
+def tokenizer_size(tok: Any) -> int | None:
+    """Number of token ids a tokenizer knows (added tokens included), ``None`` if unknown."""
+    try:
+        if hasattr(tok, "get_vocab_size"):  # tokenizers.Tokenizer
+            return int(tok.get_vocab_size(with_added_tokens=True))
+        return int(len(tok))  # transformers
+    except Exception:
+        return None
 
 
 def load_tokenizer(path: str | Path, label: str = "tokenizer", *, transformers: bool = False) -> Any:

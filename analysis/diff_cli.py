@@ -2,7 +2,7 @@
 
     rlvr-diff [weights] BASE RL_1 [RL_2 ...] --out DIR [--device auto|cpu|cuda] [--top-k 64]
               [--layers all|head] [--tokenizer DIR] [--full-spectrum] [--series RUN_DIR]
-              [--threads N] [--overwrite] [--json] [--quiet]
+              [--cast bf16|fp16|fp32] [--threads N] [--overwrite] [--json] [--quiet]
     rlvr-diff hidden-states CHECKPOINT --rollouts FILE.jsonl --out DIR [--tokenizer DIR]
               [--device auto|cpu|cuda] [--batch-size 8] [--temperature 1.0] [--threads N]
               [--overwrite] [--json] [--quiet]
@@ -10,8 +10,11 @@
 ``weights`` (the default subcommand: ``rlvr-diff BASE RL --out DIR`` is ``rlvr-diff weights
 BASE RL --out DIR``) writes ``DIR/report.md``, ``report.html`` (self-contained),
 ``report.json`` and PNGs (:mod:`analysis.weight_diff`, :mod:`analysis.report`); ``--series
-RUN_DIR`` adds the ``checkpoint-*`` directories of a run in step order (after any RL given),
-and the cross-checkpoint alignment is taken against the last one.  ``hidden-states`` writes
+RUN_DIR`` adds the checkpoints of a run in step order (after any RL given): TRL's
+``checkpoint-N`` and verl's ``global_step_N/actor/huggingface`` (a verl FSDP shard directory is
+refused with the command that merges it); the cross-checkpoint alignment is taken against the
+last one.  ``--cast bf16|fp16|fp32`` rounds both sides to one precision before the difference
+(a pair whose dtypes differ is otherwise flagged with its rounding floor).  ``hidden-states`` writes
 ``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  Both JSON files
 carry a ``"run"`` block (:func:`analysis.runtime.run_metadata`: package version, the
 command's settings, seed, device, threads).  ``--json`` prints the JSON document on stdout;
@@ -63,7 +66,12 @@ def _add_weights(sub: Any) -> None:
                     help="SVD metrics for every 2-D weight (all) or the output head only")
     ap.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory to decode the top tokens of u")
     ap.add_argument("--full-spectrum", action="store_true", help="all singular values of every weight")
-    ap.add_argument("--series", metavar="RUN_DIR", help="add RUN_DIR/checkpoint-* in step order")
+    ap.add_argument("--series", metavar="RUN_DIR",
+                    help="add the checkpoints of a run in step order (TRL checkpoint-N, verl "
+                         "global_step_N/actor/huggingface)")
+    ap.add_argument("--cast", choices=("bf16", "fp16", "fp32"), default=None,
+                    help="round both sides to this precision before the difference (default: as stored; "
+                         "differing dtypes are flagged with their rounding floor)")
     runner.add_threads_option(ap)
     runner.add_overwrite_option(ap)
     ap.add_argument("--json", action="store_true", help="print report.json on stdout")
@@ -151,7 +159,8 @@ def _run_weights(args: argparse.Namespace) -> int:
     if not cks:
         raise ValueError("checkpoints: give at least one RL checkpoint directory or --series RUN_DIR")
     doc = weight_diff.diff(args.base, cks, device=args.device, top_k=args.top_k, layers=args.layers,
-                           tokenizer=args.tokenizer, full_spectrum=args.full_spectrum, progress=not args.quiet)
+                           tokenizer=args.tokenizer, full_spectrum=args.full_spectrum, progress=not args.quiet,
+                           cast=args.cast)
     doc["run"]["settings"] = _settings(args)
     out = report.write_report(doc, args.out, overwrite=args.overwrite)
     if args.json:
@@ -166,6 +175,9 @@ def _run_weights(args: argparse.Namespace) -> int:
                   f"Inner s1/s2 = {_fmt(c['inner_s1_s2_mean'])}")
             if c.get("vocab_note"):
                 print(f"  note: {c['vocab_note']}")
+            if c.get("dtype_differs") and c.get("rounding_floor"):
+                print(f"  dtypes differ: base {doc['base_dtype']}, checkpoint {c['dtype']}; rounding floor "
+                      f"‖ΔW‖ = {_fmt(c['rounding_floor']['l2'])} (use --cast to diff at one precision)")
     return 0
 
 

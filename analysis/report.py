@@ -10,8 +10,17 @@ inside go through :func:`analysis.io.atomic_write`.  JSON follows :mod:`rlvr_the
 (NaN → ``null``, ±inf → ``"inf"``/``"-inf"``); numbers in tables are
 :func:`rlvr_theory.serialize.fmt_number` with 4 significant digits.
 
+The diff report opens with a verdict (OH share, head r1 and s1/s2, Inner, density, each beside
+the values of FADE's Sec. 5 output-head table, :data:`FADE_SEC5_TABLE`), then the precision of
+every checkpoint (dtype, mismatch flag, rounding floor), the summary, density, output head
+(with the orientation rule of ``u``), layers, alignment and clustering.
+
 The report is drawn from the document alone (no checkpoint is re-read), so a saved
 ``report.json`` can be rendered again: ``write_report(json.load(open(p)), out)``.
+
+Generic helpers, public for other reports (``analysis.audit.report``): :func:`render_markdown`,
+:func:`render_html`, ``Block``, :func:`png_bytes` (a figure's PNG bytes), :func:`new_figure`
+(a matplotlib ``Figure`` without pyplot) and :func:`y_room` (y limits with room for flat data).
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ from rlvr_theory.serialize import dumps, fmt_number
 from .io import atomic_dir, atomic_write, atomic_write_text
 
 __all__ = ["write_report", "write_hidden_states_report", "to_json", "render_markdown", "render_html",
-           "REPORT_FILES", "REPORT_MARKERS", "HIDDEN_STATES_MARKERS"]
+           "png_bytes", "new_figure", "y_room", "Block", "REPORT_FILES", "REPORT_MARKERS", "HIDDEN_STATES_MARKERS",
+           "FADE_SEC5_TABLE"]
 
 #: files every diff report holds (PNGs come in addition)
 REPORT_FILES = ("report.md", "report.html", "report.json")
@@ -41,6 +51,20 @@ REPORT_MARKERS = ("report.json",)
 HIDDEN_STATES_MARKERS = ("hidden_states.json", "report.json")
 
 Block = tuple  # ("h2", text) | ("p", text) | ("table", headers, rows) | ("img", file, caption)
+
+#: FADE's Sec. 5 output-head table (Qwen 2.5 7B; cited in its text as "Table 8", the table beside
+#: Fig. 8, not the App. 14 enrichment table): per row (label, OH share %, s1/s2, rank-1 %, Inner %).
+#: Ranges are (low, high); FADE reports no update density.
+FADE_SEC5_TABLE = (
+    ("FADE H*=0.5, 10k", 6.1, 4.10, 38.7, 3.32),
+    ("FADE H*=0.5, 33k", 6.3, 3.84, 54.4, 3.32),
+    ("FADE H*=1.0, 10k", 13.2, 3.51, 55.9, 3.07),
+    ("FADE H*=1.0, 40k", 66.9, 5.34, 88.2, 1.17),
+    ("FADE H*=1.3, 10k", 23.9, 3.25, 68.3, 2.69),
+    ("FADE H*=1.3, 30k", 72.7, 5.77, 91.2, 0.96),
+    ("asymmetric (failure-biased) runs", (90, 90), (6.96, 8.51), (78, 96), (0.3, 0.3)),
+    ("symmetric (sign-balanced) runs", (0, 10), (3.61, 3.98), (61, 62), (3.2, 3.2)),
+)
 
 
 # ------------------------------------------------------------------ helpers
@@ -118,7 +142,16 @@ def render_html(title: str, blocks: Sequence[Block], images: dict[str, bytes]) -
     return "\n".join(parts)
 
 
-def _png(fig: Any) -> bytes:
+def png_bytes(fig: Any) -> bytes:
+    """The PNG bytes of a matplotlib ``Figure`` (110 dpi), for :func:`render_html` / files.
+
+    Examples
+    --------
+    >>> fig, ax = new_figure(2, 1)
+    >>> _ = ax.plot([0, 1], [0, 1])
+    >>> png_bytes(fig)[:4]
+    b'\\x89PNG'
+    """
     import io
 
     buf = io.BytesIO()
@@ -126,22 +159,62 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _figure(w: float = 7.0, h: float = 3.6, ncols: int = 1):
-    """A matplotlib ``Figure`` (object API: no pyplot state, no backend switch) and its axes."""
+def new_figure(w: float = 7.0, h: float = 3.6, ncols: int = 1, *, nrows: int = 1):
+    """A matplotlib ``Figure`` (object API: no pyplot state, no backend switch) and its axes
+    (one ``Axes`` for a 1 × 1 grid, else an array, as ``Figure.subplots``).
+
+    Examples
+    --------
+    >>> fig, (a, b) = new_figure(6, 3, 2)
+    >>> [float(x) for x in fig.get_size_inches()]
+    [6.0, 3.0]
+    """
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(w, h), layout="constrained")
-    axes = fig.subplots(1, ncols)
+    axes = fig.subplots(nrows, ncols)
     return fig, axes
 
 
 # ------------------------------------------------------------------- plots
+def y_room(ax: Any, values: Sequence[float], *, from_zero: bool = True, margin: float = 0.12) -> tuple[float, float]:
+    """Set y limits that leave room around the data, flat data included (a constant line sits
+    inside the frame, not on it); returns ``(bottom, top)``.
+
+    Examples
+    --------
+    >>> fig, ax = new_figure(3, 2)
+    >>> y_room(ax, [4.0, 4.0, 4.0])          # a flat line at 4: drawn at 89% of the height
+    (0.0, 4.48)
+    >>> y_room(ax, [0.0, 0.0])
+    (0.0, 1.0)
+    """
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    if v.size == 0:
+        return ax.get_ylim()
+    lo, hi = float(v.min()), float(v.max())
+    if from_zero:
+        lo = min(lo, 0.0)
+    span = hi - lo
+    if span == 0.0:
+        span = abs(hi) if hi != 0 else 1.0
+        if from_zero or hi == 0:
+            bottom, top = (lo, hi + 0.25 * span) if hi != 0 else (0.0, 1.0)
+        else:
+            bottom, top = lo - 0.25 * span, hi + 0.25 * span
+    else:
+        bottom = lo if from_zero and lo == 0.0 else lo - margin * span
+        top = hi + margin * span
+    ax.set_ylim(bottom, top)
+    return float(bottom), float(top)
+
+
 def _labels(doc: dict) -> list[str]:
     return [(f"step {c['step']}" if c.get("step") is not None else _short(c["path"])) for c in doc["checkpoints"]]
 
 
 def _plot_head_spectrum(doc: dict) -> bytes | None:
-    fig, ax = _figure()
+    fig, ax = new_figure()
     any_ = False
     for lab, c in zip(_labels(doc), doc["checkpoints"]):
         s = c["output_head"].get("singular_values") or []
@@ -155,44 +228,50 @@ def _plot_head_spectrum(doc: dict) -> bytes | None:
     ax.set_xscale("log")
     ax.set_title("Output-head ΔW singular values")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _plot_l2_share(doc: dict) -> bytes:
-    fig, ax = _figure()
+    fig, ax = new_figure()
+    ys: list[float] = []
     for lab, c in zip(_labels(doc), doc["checkpoints"]):
         pl = c["per_layer"]
         if pl:
-            ax.plot([p["layer"] for p in pl], [100 * p["l2_share"] for p in pl], marker=".", label=
+            y = [100 * p["l2_share"] for p in pl]
+            ys += y
+            ax.plot([p["layer"] for p in pl], y, marker=".", label=
                     f"{lab} (head {100 * (c['output_head']['l2_share'] or 0):.3g}%)")
-    ax.set_ylim(bottom=0)
+    y_room(ax, ys)
     ax.set_xlabel("block")
     ax.set_ylabel("share of ‖ΔW‖²_F (%)")
     ax.set_title("Per-layer L2 share (output head in the legend)")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _plot_layer_s12(doc: dict) -> bytes | None:
-    fig, ax = _figure()
+    fig, ax = new_figure()
     drew = False
+    every: list[float] = []
     for lab, c in zip(_labels(doc), doc["checkpoints"]):
         xs = [p["layer"] for p in c["per_layer"] if p["s1_s2_mean"] is not None]
         ys = [p["s1_s2_mean"] for p in c["per_layer"] if p["s1_s2_mean"] is not None]
         if xs:
             ax.plot(xs, ys, marker=".", label=lab)
+            every += ys
             drew = True
     if not drew:
         return None
+    y_room(ax, every)
     ax.set_xlabel("block")
     ax.set_ylabel("mean s1/s2 of the block's weights")
     ax.set_title("Per-layer s1/s2 of ΔW")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _plot_u(doc: dict) -> bytes | None:
-    fig, ax = _figure()
+    fig, ax = new_figure()
     drew = False
     for lab, c in zip(_labels(doc), doc["checkpoints"]):
         q = c["output_head"].get("u_quantiles") or []
@@ -206,26 +285,30 @@ def _plot_u(doc: dict) -> bytes | None:
     ax.set_ylabel("u_i")
     ax.set_title("Leading left singular vector u of the output-head ΔW")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _plot_density(doc: dict) -> bytes:
-    fig, ax = _figure(6, 3.4)
+    fig, ax = new_figure(6, 3.4)
     tols = [str(t) for t in doc["checkpoints"][0]["density"]]
+    ys: list[float] = []
     for lab, c in zip(_labels(doc), doc["checkpoints"]):
-        ax.plot(range(len(tols)), [100 * c["density"][t] for t in tols], marker="o", label=lab)
+        y = [100 * c["density"][t] for t in tols]
+        ys += y
+        ax.plot(range(len(tols)), y, marker="o", label=lab)
+    y_room(ax, ys)
     ax.set_xticks(range(len(tols)), [f"> {t}" for t in tols])
     ax.set_xlabel("|ΔW| threshold")
     ax.set_ylabel("entries updated (%)")
     ax.set_title("Update density")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _plot_alignment(doc: dict) -> bytes:
     al = doc["alignment"]
     x = [s if s is not None else i for i, s in enumerate(al["steps"])]
-    fig, ax = _figure()
+    fig, ax = new_figure()
     ax.plot(x, [np.nan if v is None else v for v in al["output_head"]["u"]], marker="o", label="output head |cos u|")
     for k, v in al["thirds"].items():
         ax.plot(x, [np.nan if y is None else y for y in v["u"]], marker=".", label=f"{k} blocks |cos u|")
@@ -234,7 +317,7 @@ def _plot_alignment(doc: dict) -> bytes:
     ax.set_ylabel("|cos| with the last checkpoint")
     ax.set_title("Cross-checkpoint alignment of leading singular vectors (FADE Table 12)")
     ax.legend(fontsize=7)
-    return _png(fig)
+    return png_bytes(fig)
 
 
 def _plot_clustering(doc: dict) -> bytes:
@@ -243,7 +326,7 @@ def _plot_clustering(doc: dict) -> bytes:
     cl = doc["clustering"]
     C = np.asarray(cl["cosine_global"], dtype=float)
     labs = [_short(p) for p in cl["labels"]]
-    fig, (a1, a2) = _figure(10, 4, 2)
+    fig, (a1, a2) = new_figure(10, 4, 2)
     im = a1.imshow(C, vmin=-1, vmax=1, cmap="RdBu_r")
     a1.set_xticks(range(len(labs)), labs, rotation=60, ha="right", fontsize=7)
     a1.set_yticks(range(len(labs)), labs, fontsize=7)
@@ -253,7 +336,7 @@ def _plot_clustering(doc: dict) -> bytes:
     dendrogram(Z, labels=labs, ax=a2, leaf_rotation=60, leaf_font_size=7)
     a2.set_ylabel("1 − cos (average linkage)")
     a2.set_title("Hierarchical clustering of runs")
-    return _png(fig)
+    return png_bytes(fig)
 
 
 # ------------------------------------------------------------------ report
@@ -274,6 +357,76 @@ class _Page:
             self.blocks.append(("img", name, caption))
 
 
+def _fade_range(col: int) -> str:
+    """FADE's values of one column: the FADE-run range, then the asymmetric and symmetric rows."""
+    runs = [r[col] for r in FADE_SEC5_TABLE[:6]]
+    asym, sym = FADE_SEC5_TABLE[6][col], FADE_SEC5_TABLE[7][col]
+
+    def rng(x: Any) -> str:
+        lo, hi = x
+        return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
+    sym_txt = f"<{sym[1]:g}" if col == 1 else f"≈{rng(sym)}" if sym[0] == sym[1] else rng(sym)
+    asym_txt = f"≈{rng(asym)}" if asym[0] == asym[1] else rng(asym)
+    return f"FADE runs {min(runs):g}-{max(runs):g}; failure-biased {asym_txt}; sign-balanced {sym_txt}"
+
+
+def _reading(h: dict, inner: Any) -> str:
+    """Which of FADE's regimes the head update resembles (from s1/s2 and r1 alone)."""
+    s12, r1 = h.get("s1_s2"), h.get("rank1_fraction")
+    if r1 is None:
+        return "no head update to read"
+    if r1 >= 0.78 and (s12 is None or s12 > 5):
+        return ("rank-1 dominated head update: like FADE's failure-biased (asymmetric) runs and late "
+                "H* ≥ 1.0 FADE checkpoints")
+    if r1 < 0.7 and (s12 is not None and s12 < 4.2):
+        return "spread head update: like FADE's sign-balanced runs and early FADE checkpoints"
+    return "between FADE's sign-balanced and failure-biased regimes"
+
+
+def _verdict(page: _Page, doc: dict, labs: list[str]) -> None:
+    """A few lines per checkpoint, each value beside FADE's Sec. 5 table (Qwen 2.5 7B)."""
+    page.add(("h2", "Verdict"))
+    rows = []
+    for lab, c in zip(labs, doc["checkpoints"]):
+        h = c["output_head"]
+        rows.append([lab, _pct(h.get("l2_share")), _pct(h.get("rank1_fraction")), _fmt(h.get("s1_s2")),
+                     _pct(c.get("inner_l2_share_mean")), _pct((c.get("density") or {}).get("0"), 4),
+                     _reading(h, c.get("inner_l2_share_mean"))])
+    rows.append(["FADE Sec. 5 table (Qwen 2.5 7B)", _fade_range(1) + " (%)", _fade_range(3) + " (%)",
+                 _fade_range(2), _fade_range(4) + " (%)", "not reported", ""])
+    page.add(("table", ["checkpoint", "OH share", "head r1", "head s1/s2", "Inner", "density |ΔW| > 0", "reading"],
+              rows))
+    page.add(("p", "OH = the output head's share of ‖ΔW‖²; r1 = σ1²/‖ΔW_head‖²; Inner = mean per-block share of "
+                   "‖ΔW‖² (the paper's Inner column, see Summary); density = fraction of entries that changed. "
+                   "FADE's values are for 7B models after thousands of steps: compare regimes, not digits."))
+    for lab, c in zip(labs, doc["checkpoints"]):
+        if c.get("dtype_differs") and c.get("rounding_floor"):
+            f = c["rounding_floor"]
+            page.add(("p", f"Precision ({lab}): base {doc.get('base_dtype')}, checkpoint {c.get('dtype')}: casting "
+                           f"alone produces ‖ΔW‖ = {_fmt(f['l2'])} against the measured {_fmt(c['global_l2'])} "
+                           f"({_pct(f.get('ratio_to_global_l2'))}); rerun with --cast to diff at one precision."))
+
+
+def _precision(page: _Page, doc: dict, labs: list[str]) -> None:
+    """The dtype of every checkpoint, mismatches flagged with the rounding floor."""
+    st = doc.get("settings", {})
+    page.add(("h2", "Precision"))
+    rows = [["base", doc.get("base_dtype", "—"), "", "", "", ""]]
+    for lab, c in zip(labs, doc["checkpoints"]):
+        f = c.get("rounding_floor") or {}
+        flag = ("dtypes differ" if c.get("dtype_differs") else "same dtype")
+        rows.append([lab, c.get("dtype", "—"), flag, _fmt(c["global_l2"]), _fmt(f.get("l2")),
+                     _pct(f.get("ratio_to_global_l2"))])
+    page.add(("table", ["checkpoint", "dtype", "flag", "measured ‖ΔW‖_F", "rounding floor ‖ΔW‖_F", "floor / measured"],
+              rows))
+    cast = st.get("cast")
+    page.add(("p", (f"Both sides were rounded to {cast} before the difference (--cast {cast})." if cast else
+                    "Rounding floor: the ‖ΔW‖ that casting alone produces, ‖cast(W → coarser dtype) − W‖ with W "
+                    "the side stored at the finer precision, per tensor (layers[].rounding_floor_l2) and overall; "
+                    "a measured ‖ΔW‖ near it is rounding, not training. --cast bf16|fp16|fp32 diffs both sides "
+                    "at one precision.")))
+
+
 def _overview(page: _Page, doc: dict, labs: list[str]) -> None:
     st = doc.get("settings", {})
     arch = doc.get("architecture", {})
@@ -282,6 +435,8 @@ def _overview(page: _Page, doc: dict, labs: list[str]) -> None:
                    f"{' (tied to the input embedding)' if arch.get('tied_embeddings') else ''}. "
                    f"Settings: top_k = {st.get('top_k')}, layers = {st.get('layers')}, full spectrum = "
                    f"{st.get('full_spectrum')}. Time: {_fmt(doc.get('timing_s'), digits=3)} s."))
+    if st.get("tokenizer_note"):
+        page.add(("p", f"Warning (tokenizer): {st['tokenizer_note']}."))
 
 
 def _summary(page: _Page, doc: dict, labs: list[str]) -> None:
@@ -314,8 +469,17 @@ def _density(page: _Page, doc: dict, labs: list[str]) -> None:
     page.img("density.png", _plot_density(doc), "Fraction of entries with |ΔW| above each threshold.")
 
 
+def _token_text(t: dict) -> str:
+    """A decoded token for a table: special tokens by their name (``<eos>``), others quoted."""
+    tok = t.get("token")
+    if tok is None:
+        return "—"
+    return str(tok) if t.get("special") else repr(tok)
+
+
 def _top_tokens_table(toks: list[dict]) -> Block:
-    """The ten most positive and most negative entries of u, side by side."""
+    """The ten most positive and most negative entries of u, side by side (the "−" column holds
+    negative entries only, the "+" column positive ones; shorter when u has fewer)."""
     pos = [t for t in toks if t["sign"] == "+"][:10]
     neg = [t for t in toks if t["sign"] == "-"][:10]
     rows = []
@@ -324,7 +488,7 @@ def _top_tokens_table(toks: list[dict]) -> Block:
         for lst in (pos, neg):
             if i < len(lst):
                 t = lst[i]
-                row += [t["token_id"], repr(t["token"]) if t["token"] is not None else "—", _fmt(t["u"])]
+                row += [t["token_id"], _token_text(t), _fmt(t["u"])]
             else:
                 row += ["", "", ""]
         rows.append([i + 1] + row)
@@ -334,6 +498,11 @@ def _top_tokens_table(toks: list[dict]) -> Block:
 def _output_head(page: _Page, doc: dict, labs: list[str]) -> None:
     """Spectrum and u of the output-head ΔW (FADE App. 15.1)."""
     page.add(("h2", "Output head"))
+    page.add(("p", "Orientation of u: u and −u (with v flipped) are the same singular direction; this report signs "
+                   "u so that its largest-magnitude entry is positive, so 'negative' means 'opposite to the largest "
+                   "entry'. Read the sign-free numbers: the majority-sign fraction and the side holding the "
+                   "largest entries. FADE's '99.93-99.97% of tokens negative' is a majority-sign fraction of "
+                   "0.9993-0.9997 with the largest entries on the minority side."))
     page.img("head_spectrum.png", _plot_head_spectrum(doc), "Singular values of the output-head ΔW.")
     page.img("head_u.png", _plot_u(doc), "The leading left singular vector u over the vocabulary, sorted.")
     for lab, c in zip(labs, doc["checkpoints"]):
@@ -343,8 +512,11 @@ def _output_head(page: _Page, doc: dict, labs: list[str]) -> None:
         page.add(("p", f"‖ΔW‖_F = {_fmt(h['l2'])} ({_pct(h['l2_share'])} of the total), s1 = {_fmt(h.get('s1'))}, "
                        f"s2 = {_fmt(h.get('s2'))}, s1/s2 = {_fmt(h['s1_s2'])}, r1 = {_pct(h['rank1_fraction'])}, "
                        f"srank(δ) = {h.get('srank')}, stable rank = {_fmt(h.get('stable_rank'))}, effective rank = "
-                       f"{_fmt(h.get('effective_rank'))}. u: {_pct(h.get('u_negative_fraction'), 4)} of tokens "
-                       f"negative; top 1% of tokens hold {_pct(share.get('0.01'))} of ‖u‖², top 22% hold "
+                       f"{_fmt(h.get('effective_rank'))}. u: one sign on {_pct(h.get('u_majority_sign_fraction'), 4)} "
+                       f"of tokens (majority), the largest |u_i| on the {h.get('u_largest_entries_side') or '—'} side "
+                       f"(minority side: {_pct(h.get('u_minority_energy_share'))} of ‖u‖²); as oriented here "
+                       f"{_pct(h.get('u_negative_fraction'), 4)} of tokens are negative; top 1% of tokens hold "
+                       f"{_pct(share.get('0.01'))} of ‖u‖², top 22% hold "
                        f"{_pct(share.get('0.22'))}; half of ‖u‖² lies in "
                        f"{_pct(h.get('u_vocab_fraction_for_half_energy'))} of the vocabulary."))
         if h.get("top_tokens"):
@@ -409,7 +581,7 @@ def _clustering(page: _Page, doc: dict, labs: list[str]) -> None:
 
 
 #: the sections of a diff report, in order
-_SECTIONS = (_overview, _summary, _density, _output_head, _layers, _alignment, _clustering)
+_SECTIONS = (_verdict, _overview, _precision, _summary, _density, _output_head, _layers, _alignment, _clustering)
 
 
 def _blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:
@@ -471,12 +643,12 @@ def _hidden_blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:
               f"{pap.get('residual_ratio_measured', [0.73, 0.79])[1]}."),
     ]
     images: dict[str, bytes] = {}
-    fig, (a1, a2) = _figure(8, 3.2, 2)
+    fig, (a1, a2) = new_figure(8, 3.2, 2)
     a1.bar(["correct", "failed"], [r["success"] or 0, r["failure"] or 0], color=["tab:green", "tab:red"])
     a1.set_title("ρ̂ of h⊥ (Table 10)")
     a2.bar(["measured", "CLT"], [doc["residual_ratio"] or 0, doc["clt_baseline"] or 0], color=["tab:blue", "tab:gray"])
     a2.set_title("‖R_F‖/‖R_S‖ (Table 11)")
-    images["hidden_states.png"] = _png(fig)
+    images["hidden_states.png"] = png_bytes(fig)
     B.append(("img", "hidden_states.png", "Perpendicular correlation by outcome and residual-norm ratio."))
     return B, images
 

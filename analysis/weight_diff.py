@@ -18,8 +18,10 @@ quantity                   definition                                           
 ``rank1_fraction``         ``r_1 = σ_1²/‖ΔW_t‖_F²`` (exact ``‖·‖_F``)                          Eq. 8, App. 15.1 Eq. 33
 ``srank[δ]``               ``min{k : Σ_{i≤k}σ_i / Σσ_i ≥ 1−δ}``, δ ∈ {0.01, 0.05, 0.1}        Fig. 5
 ``stable_rank``            ``‖ΔW‖_F²/σ_1²``; ``effective_rank`` Roy & Vetterli (2007)         —
-``u_negative_fraction``    fraction of vocabulary entries of the head's leading left          App. 15.1 ("99.93-99.97%
-                           singular vector ``u`` below 0 (sign: largest ``|u_i|`` positive)   of tokens negative")
+``u_majority_sign_         max(#{u_i > 0}, #{u_i < 0})/V for the head's leading left          App. 15.1 ("99.93-99.97%
+fraction``                 singular vector ``u`` (sign-free); ``u_largest_entries_side``:     of tokens negative")
+                           the side holding the largest ``|u_i|``
+``u_negative_fraction``    #{u_i < 0}/V under the orientation "largest ``|u_i|`` positive"   —
 ``u_energy_share[f]``      ``Σ`` of the largest ``⌈f·V⌉`` values ``u_i²`` (``‖u‖ = 1``),        App. 15.1 ("50% of
                            f ∈ {0.01, 0.22}; ``u_vocab_fraction_for_half_energy``             energy in ~22% of vocab")
 ``inner_s1_s2_mean``       mean ``s1/s2`` over the 2-D weights of the transformer blocks      see docs ("Inner")
@@ -41,6 +43,12 @@ models.  With several checkpoints the pairwise dot products of their ``ΔW_t`` a
 from the ``ΔW_t`` kept in memory when they fit in one largest-tensor budget, else in row
 blocks re-read from the files.
 
+Precision: each checkpoint's dtype is recorded; a pair whose dtypes differ is flagged with its
+rounding floor (the ‖ΔW‖ that casting alone produces: the finer-precision side rounded to the
+coarser dtype), per tensor and overall; ``cast=`` rounds both sides to one precision first.
+Fused projections (Phi-3 ``qkv_proj``/``gate_up_proj``, GPT-2 ``c_attn``) are measured as stored
+and per part (:func:`analysis.checkpoints.fused_parts`).
+
 Entry points: :func:`diff` (the report document, ``report.json``) and :func:`series`.
 """
 
@@ -61,13 +69,26 @@ import torch
 from rlvr_theory import checks
 
 from . import spectra
-from .checkpoints import Checkpoint, TensorPair, has_tokenizer, load_tokenizer, open_checkpoint, pair_tensors
+from .checkpoints import (
+    DTYPE_NAMES,
+    Checkpoint,
+    TensorPair,
+    fused_parts,
+    has_tokenizer,
+    is_conv1d,
+    load_tokenizer,
+    open_checkpoint,
+    pair_tensors,
+    resolve_checkpoint_dir,
+    tokenizer_size,
+)
 from .runtime import resolve_device, run_metadata
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["diff", "series", "to_frame", "TOLERANCES", "SRANK_DELTAS", "ENERGY_FRACTIONS", "thirds", "LAYERS"]
+__all__ = ["diff", "series", "to_frame", "u_statistics", "TOLERANCES", "SRANK_DELTAS", "ENERGY_FRACTIONS", "thirds",
+           "LAYERS", "CASTS", "U_ORIENTATION", "TOKENIZER_MIN_COVERAGE"]
 
 #: density thresholds |ΔW| > tol
 TOLERANCES = (0.0, 1e-5, 1e-4, 1e-3)
@@ -77,6 +98,19 @@ SRANK_DELTAS = (0.01, 0.05, 0.1)
 ENERGY_FRACTIONS = (0.01, 0.22)
 #: accepted values of ``layers=``
 LAYERS = ("all", "head")
+#: accepted values of ``cast=`` (``None``: each checkpoint as stored)
+CASTS = ("bf16", "fp16", "fp32")
+_CAST_TORCH = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+_ST_TORCH = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32, "F64": torch.float64,
+             "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2}
+_MANTISSA = {"F64": 52, "F32": 23, "F16": 10, "BF16": 7, "F8_E4M3": 3, "F8_E5M2": 2}
+#: how the sign of the head's u is fixed (stated in the report and docs)
+U_ORIENTATION = ("u and −u (with v flipped) are the same singular direction; u is signed so that its "
+                 "largest-magnitude entry is positive (analysis.spectra), so 'negative' means 'opposite to the "
+                 "largest entry'. Sign-free: the majority-sign fraction and the side (majority or minority) "
+                 "that holds the largest entries.")
+#: a tokenizer knowing fewer ids than this fraction of the head's rows is another vocabulary
+TOKENIZER_MIN_COVERAGE = 0.9
 N_TOP_TOKENS = 20
 N_QUANTILES = 201
 _CHUNK = 1 << 17            # float64 accumulation chunk on the CPU (entries): 1.6 MiB of temporaries
@@ -111,9 +145,10 @@ def _finite(x: Any) -> float | None:
 class _Ops:
     """numpy on the CPU (one BLAS with analysis.spectra, see its docs), torch on CUDA."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, cast: str | None = None):
         self.dev = device
         self.torch = device.type != "cpu" or _TORCH_ON_CPU
+        self.cast = None if cast is None else _CAST_TORCH[cast]
         # |x| > tol for float32 x  <=>  |x| > t32, t32 the largest float32 <= tol (exact)
         self.t32 = []
         for t in TOLERANCES:
@@ -123,7 +158,33 @@ class _Ops:
             self.t32.append(float(f))
 
     def load(self, ck: Checkpoint, name: str, start: int = 0, stop: int | None = None) -> Any:
-        return ck.read_float(name, start, stop, device=self.dev, use_torch=self.torch)
+        x = ck.read_float(name, start, stop, device=self.dev, use_torch=self.torch)
+        if self.cast is None:
+            return x
+        if self.torch:
+            return x.to(self.cast).to(torch.float32)
+        if self.cast == torch.float32:
+            return x.astype(np.float32, copy=False)
+        return torch.from_numpy(np.ascontiguousarray(x)).to(self.cast).to(torch.float32).numpy()
+
+    def floor(self, x: Any, st_dtype: str) -> float:
+        """``‖cast(x → st_dtype) − x‖_F`` (float64 sums, in chunks): the ΔW that rounding ``x``
+        to the other checkpoint's dtype produces by itself."""
+        tdt = _ST_TORCH[st_dtype]
+        flat = x.reshape(-1)
+        ss = 0.0
+        n = int(flat.numel() if self.torch else flat.size)
+        for i in range(0, n, _CHUNK):
+            part = flat[i:i + _CHUNK]
+            if self.torch:
+                p64 = part.to(torch.float64)
+                d = part.to(tdt).to(torch.float64) - p64
+                ss += float(torch.dot(d, d))
+            else:
+                t = torch.from_numpy(np.ascontiguousarray(part))
+                d = t.to(tdt).to(torch.float64).numpy() - part.astype(np.float64)
+                ss += float(np.dot(d, d))
+        return math.sqrt(ss)
 
     def sub_(self, d: Any, b: Any) -> Any:
         if self.torch:
@@ -244,33 +305,69 @@ def _blas_threads(n: int | None):
 
 
 _STEP_RE = re.compile(r"checkpoint-(\d+)$")
+_VERL_STEP_RE = re.compile(r"global_step_(\d+)$")
 
 
 def _step_of(path: str) -> int | None:
-    m = _STEP_RE.search(os.path.basename(os.path.normpath(str(path))))
-    return int(m.group(1)) if m else None
+    """The training step of a checkpoint path: ``.../checkpoint-N`` (TRL, transformers'
+    Trainer) or a ``global_step_N`` component (verl: ``global_step_N/actor/huggingface``)."""
+    p = Path(os.path.normpath(str(path)))
+    m = _STEP_RE.search(p.name)
+    if m:
+        return int(m.group(1))
+    for part in reversed(p.parts):
+        m = _VERL_STEP_RE.fullmatch(part)
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def series(run_dir: str | os.PathLike) -> list[str]:
-    """The ``checkpoint-*`` directories of a training run, in step order.
+    """The checkpoints of a training run, in step order.
 
-    ``run_dir/checkpoint-<step>`` (any zero padding, e.g. ``checkpoint-000200`` as the
-    trainer writes them, or ``checkpoint-200`` as transformers' Trainer does) that contain
-    a ``config.json``; temporary or partial directories (other names) are ignored.
+    Recognised layouts under ``run_dir``:
+
+    * ``checkpoint-<step>`` (TRL and transformers' Trainer, any zero padding, e.g.
+      ``checkpoint-000200`` as this project's trainer writes them) that contain a ``config.json``;
+    * verl's ``global_step_<step>``: its merged ``actor/huggingface`` directory, or an
+      ``actor`` directory that holds a Hugging Face checkpoint itself.  A step whose ``actor``
+      holds only FSDP shards (``model_world_size_W_rank_R.pt``) is refused with the verl
+      command that merges it (:func:`analysis.checkpoints.verl_merge_command`).
+
+    Temporary or partial directories (other names, no ``config.json``) are ignored.
     Raises ``ValueError`` if ``run_dir`` is not a directory or holds none.
+
+    Examples
+    --------
+    >>> import pathlib, tempfile
+    >>> run = pathlib.Path(tempfile.mkdtemp())
+    >>> for d in ("checkpoint-20", "checkpoint-5", "global_step_10/actor/huggingface", "tmp-checkpoint-30"):
+    ...     (run / d).mkdir(parents=True)
+    ...     _ = (run / d / "config.json").write_text("{}")
+    ...     _ = (run / d / "model.safetensors").write_bytes(b"")
+    >>> [pathlib.Path(p).relative_to(run).as_posix() for p in series(run)]
+    ['checkpoint-5', 'global_step_10/actor/huggingface', 'checkpoint-20']
     """
     p = Path(run_dir)
     if not p.is_dir():
-        raise ValueError(f"run_dir must be a training-run directory holding checkpoint-* folders, "
-                         f"got {str(run_dir)!r} (not a directory)")
+        raise ValueError(f"run_dir must be a training-run directory holding checkpoint-* or global_step_* "
+                         f"folders, got {str(run_dir)!r} (not a directory)")
     found = []
     for c in p.iterdir():
+        if not c.is_dir():
+            continue
         m = re.fullmatch(r"checkpoint-(\d+)", c.name)
-        if m and c.is_dir() and (c / "config.json").is_file():
+        if m and (c / "config.json").is_file():
             found.append((int(m.group(1)), str(c)))
+            continue
+        m = _VERL_STEP_RE.fullmatch(c.name)
+        if m:
+            r = resolve_checkpoint_dir(c, f"run_dir: {c.name}")
+            if r != c and (r / "config.json").is_file():
+                found.append((int(m.group(1)), str(r)))
     if not found:
-        raise ValueError(f"run_dir must hold checkpoint-<step> directories with a config.json, "
-                         f"found none in {str(run_dir)!r}")
+        raise ValueError(f"run_dir must hold checkpoint-<step> directories with a config.json, or verl "
+                         f"global_step_<step>/actor/huggingface directories, found none in {str(run_dir)!r}")
     return [c for _, c in sorted(found)]
 
 
@@ -289,7 +386,7 @@ def _device_name(dev: torch.device) -> str:
 
 
 def _check_args(base: Any, checkpoints: Any, top_k: Any, layers: Any, tokenizer: Any,
-                full_spectrum: Any, progress: Any) -> tuple[list[str], int]:
+                full_spectrum: Any, progress: Any, cast: Any = None) -> tuple[list[str], int]:
     """The checkpoint paths and ``top_k`` (numbers and choices: :mod:`rlvr_theory.checks`)."""
     if not isinstance(base, (str, os.PathLike)):
         raise ValueError(f"base must be a checkpoint directory path (str), got {base!r}")
@@ -306,6 +403,8 @@ def _check_args(base: Any, checkpoints: Any, top_k: Any, layers: Any, tokenizer:
         raise ValueError(f"tokenizer must be None or a tokenizer directory path, got {tokenizer!r}")
     checks.choice("full_spectrum", full_spectrum, (True, False))
     checks.choice("progress", progress, (True, False))
+    if cast is not None:
+        checks.choice("cast", cast, CASTS)
     return [str(c) for c in cks], top_k
 
 
@@ -313,10 +412,28 @@ def _check_args(base: Any, checkpoints: Any, top_k: Any, layers: Any, tokenizer:
 def u_statistics(u: np.ndarray) -> dict[str, Any]:
     """Statistics of the head's leading left singular vector ``u`` (unit norm, length V).
 
-    ``u_negative_fraction`` = #{u_i < 0}/V; ``u_energy_share[f]`` = Σ of the ``⌈f·V⌉``
-    largest ``u_i²`` over ``Σ u_i²``; ``u_vocab_fraction_for_half_energy`` = the smallest
-    fraction of tokens holding half of ``Σ u_i²``; ``u_quantiles``: ``u`` sorted ascending
-    at ``N_QUANTILES`` evenly spaced ranks (for plots).  FADE App. 15.1.
+    Sign-free (the same for ``u`` and ``−u``): ``u_majority_sign_fraction`` =
+    max(#{u_i > 0}, #{u_i < 0})/V; ``u_largest_entries_side`` = ``"minority"`` or
+    ``"majority"``, the sign side holding the largest ``|u_i|`` (``"tie"`` when both sides are
+    equally large, or without a majority); ``u_minority_energy_share`` = Σ u_i² over the
+    minority side.  Under the orientation :data:`U_ORIENTATION` (largest ``|u_i|`` positive):
+    ``u_negative_fraction`` = #{u_i < 0}/V and ``u_majority_sign`` (``"negative"`` or
+    ``"positive"``).  ``u_energy_share[f]`` = Σ of the ``⌈f·V⌉`` largest ``u_i²`` over
+    ``Σ u_i²``; ``u_vocab_fraction_for_half_energy`` = the smallest fraction of tokens holding
+    half of ``Σ u_i²``; ``u_quantiles``: ``u`` sorted ascending at ``N_QUANTILES`` evenly spaced
+    ranks (for plots).  FADE App. 15.1 ("99.93-99.97% of tokens have negative u values" is a
+    majority-sign fraction of 0.9993-0.9997).
+
+    Examples
+    --------
+    Five large entries one way, 15,189 small ones the other (FADE's 50 vs 151,886, scaled down):
+
+    >>> u = np.r_[np.full(5, 0.3), np.full(15189, -np.sqrt((1 - 5 * 0.09) / 15189))]
+    >>> st = u_statistics(u)
+    >>> round(st["u_majority_sign_fraction"], 5), st["u_largest_entries_side"], st["u_majority_sign"]
+    (0.99967, 'minority', 'negative')
+    >>> u_statistics(-u)["u_majority_sign_fraction"] == st["u_majority_sign_fraction"]
+    True
     """
     u = np.asarray(u, dtype=np.float64)
     V = u.size
@@ -325,30 +442,86 @@ def u_statistics(u: np.ndarray) -> dict[str, Any]:
     share = {_key(f): float(cum[min(V, max(1, math.ceil(f * V))) - 1]) for f in ENERGY_FRACTIONS}
     half = int(np.searchsorted(cum, 0.5, side="left")) + 1
     q = np.sort(u)[np.linspace(0, V - 1, min(N_QUANTILES, V)).round().astype(int)]
-    return {"u_negative_fraction": float(np.mean(u < 0)), "u_energy_share": share,
+    pos, neg = u > 0, u < 0
+    n_pos, n_neg = int(pos.sum()), int(neg.sum())
+    maj = pos if n_pos > n_neg else neg
+    mino = neg if n_pos > n_neg else pos
+    if n_pos == n_neg:
+        side = "tie"
+    else:
+        big_maj = float(np.abs(u[maj]).max()) if maj.any() else 0.0
+        big_min = float(np.abs(u[mino]).max()) if mino.any() else 0.0
+        side = "majority" if big_maj > big_min else "minority" if big_min > big_maj else "tie"
+    return {"u_negative_fraction": float(np.mean(neg)),
+            "u_majority_sign_fraction": max(n_pos, n_neg) / V,
+            "u_majority_sign": None if n_pos == n_neg else ("positive" if n_pos > n_neg else "negative"),
+            "u_largest_entries_side": side,
+            "u_minority_energy_share": float(np.sum(u[mino] ** 2) / np.sum(u * u)) if n_pos != n_neg else 0.5,
+            "u_orientation": "largest |u_i| positive",
+            "u_energy_share": share,
             "u_vocab_fraction_for_half_energy": half / V, "u_quantiles": [float(x) for x in q]}
 
 
-def _top_tokens(u: np.ndarray, tok: Any, n: int) -> list[dict[str, Any]]:
+def _top_tokens(u: np.ndarray, tok: Any, n: int, n_known: int | None = None) -> list[dict[str, Any]]:
+    """The ``n`` largest positive and ``n`` most negative entries of ``u`` (only entries of that
+    sign: the "−" list holds negative entries only), decoded; special tokens by their names."""
     order = np.argsort(u, kind="stable")
-    pos = order[::-1][:n]
-    neg = order[:n]
+    pos = [i for i in order[::-1][:n] if u[i] > 0]
+    neg = [i for i in order[:n] if u[i] < 0]
+    special = _special_ids(tok)
     out = []
     for sign, ids in (("+", pos), ("-", neg)):
         for rank, i in enumerate(ids, 1):
             i = int(i)
+            known = n_known is None or i < n_known
             out.append({"sign": sign, "rank": rank, "token_id": i, "u": float(u[i]),
-                        "token": _decode(tok, i)})
+                        "token": _decode(tok, i) if known else None, "special": i in special})
     return out
 
 
+def _special_ids(tok: Any) -> set[int]:
+    """Ids of the special tokens (``<eos>``, ``<pad>``, ...) of a tokenizer (empty if none/unknown)."""
+    if tok is None:
+        return set()
+    try:
+        if hasattr(tok, "all_special_ids"):  # transformers
+            return {int(i) for i in tok.all_special_ids}
+        if hasattr(tok, "get_added_tokens_decoder"):  # tokenizers.Tokenizer
+            return {int(i) for i, t in tok.get_added_tokens_decoder().items() if getattr(t, "special", False)}
+    except Exception:
+        pass
+    return set()
+
+
 def _decode(tok: Any, i: int) -> str | None:
+    """Token ``i`` as text; a special token (or any token decoding to nothing) by its name."""
     if tok is None:
         return None
     try:
-        return str(tok.decode([i]))
+        try:
+            text = str(tok.decode([i], skip_special_tokens=False))
+        except TypeError:
+            text = str(tok.decode([i]))
+        if text.strip():
+            return text
+        name = tok.id_to_token(i) if hasattr(tok, "id_to_token") else tok.convert_ids_to_tokens(i)
+        return str(name) if name else text
     except Exception:  # an id beyond the tokenizer's vocabulary (padded embedding rows)
         return None
+
+
+def _check_tokenizer(tok: Any, tok_dir: Any, head: str, rows: int, rows_max: int) -> str | None:
+    """Refuse a tokenizer of another vocabulary; a note when it decodes only part of the head's rows."""
+    n = tokenizer_size(tok)
+    if n is None:
+        return None
+    if n > rows_max or n < TOKENIZER_MIN_COVERAGE * rows:
+        raise ValueError(f"tokenizer: {str(tok_dir)!r} knows {n:,} token ids but the output head {head!r} has "
+                         f"{rows:,} rows: a tokenizer of another vocabulary (give the model's own with --tokenizer)")
+    if n < rows:
+        return (f"the tokenizer {str(tok_dir)!r} knows {n:,} token ids, the output head has {rows:,} rows: ids "
+                f"{n:,}-{rows - 1:,} (padding rows) are not decoded")
+    return None
 
 
 # --------------------------------------------------------------- the diff
@@ -366,11 +539,14 @@ class _Run:
         self.above = [0] * len(TOLERANCES)
         self.head: dict[str, Any] | None = None
         self.notes: list[str] = []
+        self.floor = 0.0            # ‖ΔW‖ that casting alone produces, over the tensors whose dtypes differ
+        self.floor_tensors = 0
+        self.dtype_differs = False
 
 
 def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: int = 64,
          layers: str = "all", tokenizer: str | None = None, full_spectrum: bool = False,
-         progress: bool = True) -> dict:
+         progress: bool = True, cast: str | None = None) -> dict:
     """Compare RL checkpoints with their base checkpoint; return the ``report.json`` document.
 
     Parameters
@@ -396,6 +572,13 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         All singular values of every weight (adds ``effective_rank`` and ``srank``).
     progress : bool
         tqdm progress bar over tensors.
+    cast : "bf16", "fp16", "fp32", optional
+        Round both sides to this precision before the difference (diff at one precision);
+        default: each checkpoint as stored.  Without it, a pair whose dtypes differ (bf16 base,
+        fp32 RL) is flagged (``dtype_differs``) with its ``rounding_floor``: the ‖ΔW‖ that
+        casting alone produces, ‖cast(W → coarser dtype) − W‖ with ``W`` the side stored at
+        the finer precision (the base, ‖cast(W_base → other dtype) − W_base‖, when it is the
+        finer one), per tensor and overall.
 
     Returns
     -------
@@ -441,9 +624,9 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     ['device', 'package_version', 'seed', 'settings', 'threads']
     """
     t0 = time.perf_counter()
-    paths, top_k = _check_args(base, checkpoints, top_k, layers, tokenizer, full_spectrum, progress)
+    paths, top_k = _check_args(base, checkpoints, top_k, layers, tokenizer, full_spectrum, progress, cast)
     dev = resolve_device(device)
-    ops = _Ops(dev)
+    ops = _Ops(dev, cast)
     b = open_checkpoint(base, "base")
     cks = [open_checkpoint(p, f"checkpoints[{i}]") for i, p in enumerate(paths)]
     all_pairs = []
@@ -468,6 +651,14 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
                 tok_note, tok_dir = f"top tokens not decoded: {err}", None
 
     runs = [_Run(ck, pairs) for ck, pairs in zip(cks, all_pairs)]
+    if tok is not None:  # another vocabulary is refused before any work; padding rows are noted
+        hrows = [r.pairs[b.head] for r in runs]
+        note = _check_tokenizer(tok, tok_dir, b.head, min(p.rows for p in hrows),
+                                max(max(p.base_rows, p.other_rows) for p in hrows))
+        tok_note = note if tok_note is None else tok_note
+        tok_known = tokenizer_size(tok)
+    else:
+        tok_known = None
     n = len(runs)
     names = [p.name for p in all_pairs[0]]
     budget = max(ops.nbytes(p.compared_shape) for p in all_pairs[0])
@@ -485,14 +676,34 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
             rows_needed = max(r.pairs[name].rows for r in runs)
             B = ops.load(b, name, 0, rows_needed)
             base_l2: dict[int, float] = {}
+            base_floor: dict[tuple[int, str], float] = {}
             fits = n * ops.nbytes(runs[0].pairs[name].compared_shape) <= budget
             keep: list[Any] | None = [] if n >= 2 and fits else None
+            bdt = b.info(name).dtype
             for r in runs:
                 p = r.pairs[name]
                 if p.rows not in base_l2:
                     base_l2[p.rows] = ops.stats(B[:p.rows], counts=False)[0]
-                D = ops.sub_(ops.load(r.ck, name, 0, p.rows), B[:p.rows])
+                X = ops.load(r.ck, name, 0, p.rows)
+                odt = r.ck.info(name).dtype
+                floor = None
+                if odt != bdt:
+                    r.dtype_differs = True
+                    if cast is None:  # the side stored at the finer precision, rounded to the other's dtype
+                        if _MANTISSA.get(bdt, 0) >= _MANTISSA.get(odt, 0):
+                            if (p.rows, odt) not in base_floor:
+                                base_floor[(p.rows, odt)] = ops.floor(B[:p.rows], odt)
+                            floor = base_floor[(p.rows, odt)]
+                        else:
+                            floor = ops.floor(X, bdt)
+                        r.floor = math.hypot(r.floor, floor)
+                        r.floor_tensors += 1
+                D = ops.sub_(X, B[:p.rows])
+                del X
                 _measure(r, p, D, base_l2[p.rows], ops, dev, top_k, layers, full_spectrum, vectors=n >= 2)
+                if odt != bdt:
+                    r.records[-1]["dtypes"] = [DTYPE_NAMES.get(bdt, bdt), DTYPE_NAMES.get(odt, odt)]
+                    r.records[-1]["rounding_floor_l2"] = floor
                 if keep is not None:
                     keep.append(D)
                 del D
@@ -515,11 +726,13 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         "settings": {"top_k": int(top_k), "layers": layers, "full_spectrum": bool(full_spectrum),
                      "tolerances": list(TOLERANCES), "srank_deltas": list(SRANK_DELTAS),
                      "energy_fractions": list(ENERGY_FRACTIONS),
-                     "tokenizer": None if tok_dir is None else str(tok_dir), "tokenizer_note": tok_note},
+                     "tokenizer": None if tok_dir is None else str(tok_dir), "tokenizer_note": tok_note,
+                     "cast": cast},
+        "base_dtype": b.dtype,
         "architecture": {"model_type": b.model_type, "num_layers": b.num_layers,
                          "output_head": b.head, "tied_embeddings": b.tied,
                          "n_tensors": len(names)},
-        "checkpoints": [_finish(r, b, tok) for r in runs],
+        "checkpoints": [_finish(r, b, tok, cast, tok_known) for r in runs],
         "alignment": _alignment(runs, b, paths) if n >= 2 else None,
         "clustering": _clustering(runs, cross, b, paths) if cross is not None else None,
         "skipped_tensors": skipped,
@@ -527,7 +740,8 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     doc["timing_s"] = time.perf_counter() - t0
     doc["run"] = run_metadata({"base": str(base), "checkpoints": paths, "device": str(device), "top_k": top_k,
                                "layers": layers, "tokenizer": None if tokenizer is None else str(tokenizer),
-                               "full_spectrum": bool(full_spectrum)}, seed=None, device=doc["device"])
+                               "full_spectrum": bool(full_spectrum), "cast": cast}, seed=None,
+                              device=doc["device"])
     return doc
 
 
@@ -629,10 +843,34 @@ def _measure(r: _Run, p: TensorPair, D: Any, base_l2: float, ops: _Ops, dev: tor
                 assert spec.u is not None and spec.v is not None
                 keep_dt = np.float64 if is_head else np.float32   # the head's u feeds the u statistics
                 r.vectors[p.name] = (spec.u[:, 0].astype(keep_dt), spec.v[:, 0].astype(keep_dt))
+            parts = fused_parts(p.name, p.compared_shape, r.ck.config) if layers == "all" else None
+            if parts:
+                rec["parts"] = [_part(D, part, axis, a, z, ops, dev, top_k, full_spectrum)
+                                for part, axis, a, z in parts]
+    if len(p.shape) == 2 and is_conv1d(p.name, r.ck.config):
+        rec["stored_transposed"] = True   # GPT-2 Conv1D: in × out
     r.records.append(rec)
 
 
-def _finish(r: _Run, b: Checkpoint, tok: Any) -> dict[str, Any]:
+def _part(D: Any, part: str, axis: int, a: int, z: int, ops: _Ops, dev: torch.device, top_k: int,
+          full_spectrum: bool) -> dict[str, Any]:
+    """Norm and SVD metrics of one part of a fused projection (rows or columns ``a:z``)."""
+    sub = D[a:z] if axis == 0 else D[:, a:z]
+    sub = sub.contiguous() if ops.torch else np.ascontiguousarray(sub)
+    l2, cnt = ops.stats(sub)
+    out: dict[str, Any] = {"part": part, "axis": axis, "start": a, "stop": z, "shape": list(sub.shape), "l2": l2,
+                           "s1": None, "s2": None, "s1_s2": None, "rank1_fraction": None}
+    if cnt[0] > 0:
+        d = min(sub.shape)
+        k = None if full_spectrum else min(top_k, d)
+        spec = spectra.spectrum(sub, k, device=dev)
+        s = spec.s
+        out.update({"s1": float(s[0]), "s2": float(s[1]) if len(s) > 1 else 0.0,
+                    "s1_s2": _finite(spectra.s1_s2(spec)), "rank1_fraction": spectra.rank1_fraction(spec)})
+    return out
+
+
+def _finish(r: _Run, b: Checkpoint, tok: Any, cast: str | None = None, tok_known: int | None = None) -> dict[str, Any]:
     """The per-checkpoint entry of the document from the accumulators."""
     total = r.l2
     for rec in r.records:
@@ -650,10 +888,12 @@ def _finish(r: _Run, b: Checkpoint, tok: Any) -> dict[str, Any]:
     if b.head in r.vectors:
         u, v = r.vectors[b.head]
         head.update(u_statistics(u))
-        head["top_tokens"] = _top_tokens(u.astype(np.float64), tok, N_TOP_TOKENS)
+        head["top_tokens"] = _top_tokens(u.astype(np.float64), tok, N_TOP_TOKENS, tok_known)
     else:
-        head.update({"u_negative_fraction": None, "u_energy_share": None,
-                     "u_vocab_fraction_for_half_energy": None, "u_quantiles": [], "top_tokens": []})
+        head.update({"u_negative_fraction": None, "u_majority_sign_fraction": None, "u_majority_sign": None,
+                     "u_largest_entries_side": None, "u_minority_energy_share": None, "u_orientation": None,
+                     "u_energy_share": None, "u_vocab_fraction_for_half_energy": None, "u_quantiles": [],
+                     "top_tokens": []})
     vocab_note = None
     hp = r.pairs[b.head]
     resized = [p for p in r.pairs.values() if p.vocab_resized]
@@ -682,9 +922,23 @@ def _finish(r: _Run, b: Checkpoint, tok: Any) -> dict[str, Any]:
     groups = {}
     for kind in ("head", "embedding", "block", "other"):
         groups[kind] = sum(rec["l2_share"] for rec in r.records if rec["kind"] == kind)
+    floor = None
+    if r.dtype_differs and cast is None:
+        floor = {"l2": r.floor, "n_tensors": r.floor_tensors,
+                 "ratio_to_global_l2": r.floor / total if total > 0 else None,
+                 "rule": "‖cast(W → coarser dtype) − W‖, W the side stored at the finer precision, over the "
+                         "tensors whose dtypes differ"}
+        r.notes.append(f"dtypes differ: base {b.dtype}, this checkpoint {r.ck.dtype}; casting alone produces "
+                       f"‖ΔW‖ = {r.floor:.4g} (the rounding floor) against the measured {total:.4g}; "
+                       f"--cast bf16|fp16|fp32 diffs both at one precision")
+    if cast is not None:
+        r.notes.append(f"both sides rounded to {cast} before the difference (--cast)")
     out = {
         "path": str(r.ck.path),
         "step": _step_of(str(r.ck.path)),
+        "dtype": r.ck.dtype,
+        "dtype_differs": r.dtype_differs,
+        "rounding_floor": floor,
         "global_l2": total,
         "base_l2": r.base_l2,
         "relative_l2": total / r.base_l2 if r.base_l2 > 0 else None,

@@ -1,7 +1,12 @@
 """Real tiny Hugging Face checkpoints for the checkpoint-diff tests (a few hundred K parameters).
 
 Built with transformers (``save_pretrained``, safetensors) for Qwen2, Llama and GPT-2 (tied
-output head), sharded or not, bfloat16 or float32, plus a tiny word-level tokenizer.
+output head), sharded or not, bfloat16 or float32, plus a tiny word-level tokenizer; and, for
+the architecture matrix (:data:`MATRIX`, :func:`arch_pair`), from transformers' own config
+classes: Qwen3, Llama tied and untied, Mistral, Gemma2 and Gemma3 (tied, scaled embeddings),
+Phi-3 (fused ``qkv_proj`` / ``gate_up_proj``), OLMo2, Qwen3-MoE and Mixtral (per-expert
+tensors on disk).  :func:`plant_files` plants ΔW straight into the safetensors files (by
+tensor name as stored: architecture-independent, no model load).
 :func:`plant` writes an "RL" checkpoint = base + a known ΔW: in the output head a
 rank-1 spike plus a flat bulk with exactly known singular values (``ΔW = U diag(σ) Vᵀ``,
 ``U``, ``V`` with orthonormal columns), and optionally per-layer deltas and a few
@@ -23,6 +28,94 @@ import torch
 ARCHS = ("qwen2", "llama", "gpt2")
 VOCAB = 384
 HIDDEN = 64
+
+
+#: the architecture matrix: name -> (transformers config class, model class, extra config, tied head)
+MATRIX = {
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}, False),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 8}, False),
+    "llama_untied": ("LlamaConfig", "LlamaForCausalLM", {}, False),
+    "llama_tied": ("LlamaConfig", "LlamaForCausalLM", {}, True),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {}, False),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 8}, True),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {"head_dim": 8}, True),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {}, False),
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel", {}, True),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", {}, False),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                  {"head_dim": 8, "moe_intermediate_size": 16, "num_experts": 4, "num_experts_per_tok": 2}, False),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", {"num_local_experts": 4, "num_experts_per_tok": 2}, False),
+}
+M_VOCAB, M_HIDDEN, M_LAYERS = 128, 32, 2
+
+
+def build_arch(path: str | Path, arch: str, *, seed: int = 0, dtype: str = "float32") -> Path:
+    """A tiny model of architecture ``arch`` of :data:`MATRIX` (vocab 128, hidden 32, 2 blocks,
+    4 heads, 2 KV heads), saved with ``save_pretrained``; return its path."""
+    import transformers
+
+    cfg_name, model_name, extra, tie = MATRIX[arch]
+    if arch == "gpt2":
+        cfg = transformers.GPT2Config(vocab_size=M_VOCAB, n_embd=M_HIDDEN, n_layer=M_LAYERS, n_head=4,
+                                      n_positions=64, tie_word_embeddings=True,
+                                      bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    else:
+        cfg = getattr(transformers, cfg_name)(
+            vocab_size=M_VOCAB, hidden_size=M_HIDDEN, intermediate_size=48, num_hidden_layers=M_LAYERS,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=tie,
+            bos_token_id=1, eos_token_id=2, pad_token_id=0, **extra)
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_name)(cfg)
+    model.to(getattr(torch, dtype))
+    path = Path(path)
+    model.save_pretrained(path)
+    return path
+
+
+def plant_files(base: str | Path, out: str | Path, deltas: dict[str, np.ndarray],
+                dtype: str | None = None) -> dict[str, np.ndarray]:
+    """Copy checkpoint ``base`` to ``out`` with ``deltas`` (by stored tensor name) added in float64
+    and cast to the stored dtype (or ``dtype`` for every floating tensor), directly in the
+    safetensors files; return the planted ΔW (float64)."""
+    from safetensors.torch import load_file, save_file
+
+    base, out = Path(base), Path(out)
+    shutil.copytree(base, out)
+    left = dict(deltas)
+    for f in sorted(out.glob("*.safetensors")):
+        st = load_file(str(f))
+        for k, t in st.items():
+            tdt = getattr(torch, dtype) if dtype is not None and t.is_floating_point() else t.dtype
+            if k in left:
+                dW = np.asarray(left.pop(k), dtype=float)
+                assert tuple(t.shape) == dW.shape, (k, t.shape, dW.shape)
+                st[k] = (t.to(torch.float64) + torch.from_numpy(dW)).to(tdt).contiguous()
+            elif tdt != t.dtype:
+                st[k] = t.to(tdt)
+        save_file(st, str(f), metadata={"format": "pt"})
+    assert not left, f"tensors not found: {sorted(left)}"
+    return {k: np.asarray(v, dtype=float) for k, v in deltas.items()}
+
+
+def matrix_deltas(path: str | Path, seed: int = 30) -> dict[str, np.ndarray]:
+    """Planted ΔW for an architecture pair: the head gets σ = :func:`head_sigmas` (spike 4, bulk of 20),
+    every 2-D block weight of block 1 a rank-2 ΔW with σ = :data:`BLOCK_SIGMAS` (block 0 unchanged)."""
+    st = load_state(path)
+    h = head_name(path)
+    out = {h: spectrum_matrix(tuple(st[h].shape), head_sigmas(n_bulk=20), seed)}
+    for j, (k, t) in enumerate(sorted(st.items())):
+        if t.ndim == 2 and (".layers.1." in k or ".h.1." in k):
+            out[k] = spectrum_matrix(tuple(t.shape), BLOCK_SIGMAS, seed + 1 + j)
+    return out
+
+
+def arch_pair(arch: str) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    """``(base, rl, planted)`` for ``arch`` of :data:`MATRIX`, built once per process."""
+    def make(p: Path):
+        base = build_arch(p / "base", arch)
+        planted = plant_files(base, p / "rl", matrix_deltas(base))
+        return base, p / "rl", planted
+    return cached(f"arch_{arch}", make)
 
 
 def _config(arch: str, vocab: int, hidden: int, layers: int, tie: bool | None):
