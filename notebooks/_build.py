@@ -168,6 +168,87 @@ sorted(p.name for p in out.iterdir())"""),
         ("code", """from IPython.display import Markdown
 Markdown((out / "report.md").read_text()[:3000])"""),
     ],
+    "04_audit_a_run": [
+        ("md", """# Audit a run from its rollout logs
+
+A trainer already writes every rollout's reward to disk. `analysis.audit` reads those logs
+(TRL completions parquet, verl rollout JSONL, prime-rl traces, `rlvr-train grpo` rollouts or
+any table) and computes, per step, the papers' diagnostics: the zero-signal groups, the
+gradient masses `m_S` and `m_F` of the advantage in use and of alternatives, which advantage
+the trainer used, Kish N_eff, the tail-miss risk, pass@1 and pass@G, and what FADE's schedule
+would have chosen. This notebook runs on the small example logs committed in
+`examples/audit_logs/` (simulated runs in each trainer's exact schema, written by
+`examples/make_audit_logs.py`); `rlvr-audit` does the same from the command line
+(docs/audit.md)."""),
+        ("code", """import tempfile
+from pathlib import Path
+
+import analysis
+import matplotlib.pyplot as plt
+from analysis import audit
+
+LOGS = Path(analysis.__file__).resolve().parents[1] / "examples" / "audit_logs"
+work = Path(tempfile.mkdtemp(prefix="rlvr-nb04-"))
+r = audit.read(LOGS / "verl" / "rollout_data")       # the format is told from the files
+print(r)
+print(r.source["grouping"], "grouping,", r.source["n_padding_rows_dropped"], "padding rows dropped")
+r.frame.head()"""),
+        ("md", """One row per rollout: `step`, `group` (the prompt's rollouts within the step), `reward`,
+`advantage` (verl logs none), `length`, `split`. `group_table` has one row per (step, group);
+since verl logs no advantages, the masses are those of the advantage we name (GRPO):"""),
+        ("code", """groups = audit.group_table(r, advantage="grpo")
+groups[["step", "group", "n_valid", "n_success", "solve_rate", "zero_signal", "m_S", "m_F", "pass_at_G"]].head(8).round(3)"""),
+        ("md", """`step_table` averages over each step's groups, a zero-signal group (all correct or all
+wrong) counting as 0, and adds what-if masses of other families on the same rewards, the
+tail-miss risk of a correct mode of mass τ (F-GRPO Lemma 3.1), and FADE's α:"""),
+        ("code", """steps = audit.step_table(r, advantage="grpo", compare=["dr_grpo", ("asym_grpo", {"delta": 0.5})], taus=[0.05])
+steps[["step", "n_groups", "frac_all_correct", "frac_all_wrong", "m_S", "m_F", "sign_ratio", "n_eff",
+       "pass_at_1", "pass_at_G", "tail_miss/0.05", "fade_alpha"]].round(3)"""),
+        ("code", """fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+axes[0].plot(steps.step, steps.frac_all_correct, "o-", label="all correct (p̂ = 1)")
+axes[0].plot(steps.step, steps.frac_all_wrong, "s--", label="all wrong (p̂ = 0)")
+axes[0].set(xlabel="step", ylabel="fraction of groups", title="zero-signal groups")
+for i, prefix in enumerate(["", "compare/dr_grpo/", "compare/asym_grpo(delta=0.5)/"]):
+    name = prefix.split("/")[1] if prefix else "grpo (in use)"
+    style = dict(color=f"C{i}", marker="os^"[i], ms=7 - 2 * i)       # markers keep coinciding lines visible
+    axes[1].plot(steps.step, steps[prefix + "m_S"], "-", label=f"m_S, {name}", **style)
+    axes[1].plot(steps.step, steps[prefix + "m_F"], "--", label=f"m_F, {name}", **style)
+axes[1].set(xlabel="step", ylabel="mean mass per group", title="m_S (solid) and m_F (dashed) of each family")
+axes[0].legend(fontsize=7)
+axes[1].legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.18))
+fig.tight_layout()"""),
+        ("md", """## Which advantage is this?
+
+TRL logs the advantage of every rollout. `which_advantage` recomputes it from the logged
+rewards with every registry family (and GRPO's `ddof`/`eps` conventions) and reports the one
+that reproduces it. This TRL log has two reward functions whose sum is real-valued, so
+success is `r >= 1`:"""),
+        ("code", """trl = audit.read(LOGS / "trl")
+print(trl)
+for note in trl.source["notes"]:
+    print("-", note)
+audit.which_advantage(trl, success_threshold=1)"""),
+        ("md", """## The report
+
+`audit` returns the whole `report.json` document; `write_report` writes it with
+`report.md`, a self-contained `report.html` and the PNGs, atomically. The report opens with a
+verdict:"""),
+        ("code", """doc = audit.audit(r, advantage="grpo", compare=["dr_grpo", ("asym_grpo", {"delta": 0.5})], taus=[0.05])
+out = audit.write_report(doc, None, work / "report")
+print(sorted(p.name for p in out.iterdir()))
+from IPython.display import Markdown
+Markdown((out / "report.md").read_text().split("## Run")[0])"""),
+        ("md", """Every format the same way, from the command line or in-process (`rlvr-audit PATH --out DIR`):"""),
+        ("code", """from analysis import audit_cli
+
+for folder, extra in [("verl/rollout_data", ["--advantage", "grpo"]), ("verl_legacy", []),
+                      ("trl", ["--success-threshold", "1"]), ("prime-rl", []), ("rlvr", []), ("table", [])]:
+    rc = audit_cli.main([str(LOGS / folder), "--out", str(work / folder.replace("/", "_")), "--quiet"] + extra)
+    d = audit.audit(audit.read(LOGS / folder), success_threshold=1 if folder == "trl" else None)
+    match = d["advantage"]["label"] if d["advantage"] else "-"
+    print(f"{folder:18s} exit {rc}  {d['source']['format']:8s} steps {len(d['steps']):2d}  groups {d['summary']['n_groups']:3d}  "
+          f"zero-signal {d['summary']['frac_all_correct'] + d['summary']['frac_all_wrong']:.2f}  logged advantage: {match}")"""),
+    ],
 }
 
 

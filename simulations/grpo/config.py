@@ -54,7 +54,8 @@ __all__ = ["RunSettings", "SFTConfig", "GRPOConfig", "EvalConfig", "SweepConfig"
 
 #: GRPO settings that may differ between a run and its resumption
 #: (``out`` too: a run directory that was moved or copied is resumed where it is now)
-RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads", "resume", "out", "overwrite")
+RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads", "resume", "out", "overwrite",
+                     "rollout_log")
 
 #: rewards are refused beyond ±REWARD_LIMIT, and a gap R_c − R_w below 1/REWARD_LIMIT: the batch means
 #: and standard deviations of the advantages stay finite and non-zero in float64
@@ -190,7 +191,7 @@ def read_run_settings(run_dir: str | os.PathLike, cls: type | None = None) -> di
 
 
 #: settings that a run_config.json may lack (added after runs were first written)
-_OPTIONAL_SAVED = frozenset({"overwrite"})
+_OPTIONAL_SAVED = frozenset({"overwrite", "rollout_log"})
 
 
 # ===================================================================== settings
@@ -346,6 +347,9 @@ class GRPOConfig(RunSettings):
     entropy_coef: float = field(default=0.0, metadata={"help": "entropy bonus c_H"})
     log_kl: bool = field(default=True, metadata={
         "help": "log the KL to the initial policy, keeping a reference model (--no-log-kl saves that memory)"})
+    rollout_log: bool = field(default=True, metadata={
+        "help": "write every rollout's prompt, group, reward, advantage and length to "
+                "OUT/rollouts/step_XXXXXX.parquet, for rlvr-audit (--no-rollout-log: don't)"})
     checkpoint_every: int = field(default=50, metadata={"help": "save a checkpoint every k steps (and at the end)"})
     log_every: int = field(default=10, metadata={"help": "rewrite the metrics files every k steps"})
     resume: bool = field(default=False, metadata={

@@ -14,7 +14,9 @@ One step (FADE Alg. 1-2; F-GRPO Sec. 2.2):
 5. ``μ`` epochs over ``minibatches`` shuffled minibatches: the loss of :mod:`.losses`
    (PPO-clip / CISPO / GRPO-N, one of four aggregations, optional KL and entropy terms),
    AdamW with linear warm-up, gradient clipping;
-6. metrics to ``metrics.jsonl`` / ``metrics.csv``; every ``checkpoint_every`` steps (and at
+6. metrics to ``metrics.jsonl`` / ``metrics.csv``; every rollout's prompt, group, rollout
+   number, reward, advantage and length to ``rollouts/step_{step:06d}.parquet`` (unless
+   ``rollout_log=False``; read by ``rlvr-audit``, :func:`analysis.audit.readers.read`); every ``checkpoint_every`` steps (and at
    the end) ``checkpoint-{step:06d}/`` with the model (``save_pretrained``, safetensors),
    tokenizer, task and trainer state, written to a temporary name and renamed.
 
@@ -47,7 +49,8 @@ from . import models, rollout, tasks
 from .config import RESUMABLE_CHANGES, GRPOConfig, read_run_settings
 from .losses import policy_loss
 
-__all__ = ["GRPOConfig", "StepRecord", "train", "METRIC_COLUMNS", "RESUMABLE_CHANGES"]
+__all__ = ["GRPOConfig", "StepRecord", "train", "METRIC_COLUMNS", "RESUMABLE_CHANGES", "ROLLOUT_DIR",
+           "rollout_log_name", "write_rollout_log"]
 
 #: the per-step columns of metrics.jsonl / metrics.csv, in order (more follow)
 METRIC_COLUMNS = ("step", "reward_mean", "solve_rate", "frac_all_correct", "frac_all_wrong", "m_S", "m_F",
@@ -105,6 +108,67 @@ def _prepare_out(cfg: GRPOConfig, out: Path, dev: torch.device) -> tuple[int, Pa
     ck.write_json(out / "run_config.json", {"kind": "grpo", **run_metadata(
         cfg.to_json(), seed=cfg.seed, device=dev, threads=torch.get_num_threads())})
     return None
+
+
+#: the folder of the rollout log inside a run directory
+ROLLOUT_DIR = "rollouts"
+
+
+def rollout_log_name(step: int) -> str:
+    """``step_{step:06d}.parquet``: the rollout-log file of a step."""
+    return f"step_{step:06d}.parquet"
+
+
+def write_rollout_log(run_dir: str | Path, step: int, prompts: list[str], rewards: np.ndarray,
+                      advantages: np.ndarray, lengths: np.ndarray) -> Path:
+    """Write one step's rollouts to ``RUN/rollouts/step_{step:06d}.parquet`` (atomically).
+
+    Columns: ``step`` int64, ``prompt`` str, ``group`` int64 (the prompt's index within the
+    step), ``rollout`` int64 (0..G-1), ``reward`` float64, ``advantage`` float64 (the
+    advantage the update used), ``length`` int64 (generated tokens); one row per rollout,
+    group by group.  ``rewards``, ``advantages`` and ``lengths`` have shape ``[B, G]``.
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np, pyarrow.parquet as pq
+    >>> d = tempfile.mkdtemp()
+    >>> p = write_rollout_log(d, 3, ["1+1=", "2+2="], np.array([[1., 0.], [0., 0.]]),
+    ...                       np.array([[.5, -.5], [0., 0.]]), np.array([[2, 3], [2, 2]]))
+    >>> p.name, pq.read_table(p).column("group").to_pylist()
+    ('step_000003.parquet', [0, 0, 1, 1])
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from analysis.io import atomic_write
+
+    B, G = rewards.shape
+    table = pa.table({
+        "step": pa.array(np.full(B * G, step, np.int64)),
+        "prompt": pa.array([p for p in prompts for _ in range(G)], pa.string()),
+        "group": pa.array(np.repeat(np.arange(B, dtype=np.int64), G)),
+        "rollout": pa.array(np.tile(np.arange(G, dtype=np.int64), B)),
+        "reward": pa.array(np.asarray(rewards, np.float64).reshape(-1)),
+        "advantage": pa.array(np.asarray(advantages, np.float64).reshape(-1)),
+        "length": pa.array(np.asarray(lengths, np.int64).reshape(-1)),
+    })
+    folder = Path(run_dir) / ROLLOUT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    return atomic_write(folder / rollout_log_name(step), lambda tmp: pq.write_table(table, tmp))
+
+
+def _drop_rollout_logs_after(out: Path, step: int) -> None:
+    """On resume: remove the rollout-log files of the steps after the checkpoint (they are
+    written again by the resumed run) and any temporary file of a write that was killed."""
+    for p in (out / ROLLOUT_DIR).glob(".step_*.tmp"):
+        p.unlink(missing_ok=True)
+    for p in (out / ROLLOUT_DIR).glob("step_*.parquet"):
+        try:
+            later = int(p.stem.split("_", 1)[1]) > step
+        except ValueError:
+            continue
+        if later:
+            p.unlink(missing_ok=True)
 
 
 class _Diverged(Exception):
@@ -188,11 +252,13 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
             raise ValueError(f"resume: the trainer state in {str(path)!r} (trainer_state.json / trainer_state.pt) "
                              f"is unreadable or incomplete ({type(err).__name__}: {_first_line(err)})") from None
         log.load(max_step=start)
+        _drop_rollout_logs_after(out, start)
         if len(log) != start:
             raise ValueError(f"resume: metrics.jsonl in {str(out)!r} has {len(log)} rows up to step {start}, "
                              f"expected {start}")
     elif cfg.resume:
         log.write()
+        _drop_rollout_logs_after(out, 0)
 
     def save_checkpoint(step: int) -> None:
         rng = _rng_state(np_rng, gen)
@@ -312,6 +378,8 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
                 if isinstance(value, float):
                     _finite_or_stop(value, key)
             log.append(row)
+            if cfg.rollout_log:
+                write_rollout_log(out, step, [p.prompt for p in problems], rewards, A, lengths)
             bar.set_postfix(reward=f"{row['reward_mean']:.3f}", H=f"{entropy:.2f}")
             is_ckpt = step % cfg.checkpoint_every == 0 or step == cfg.steps
             if is_ckpt or step % cfg.log_every == 0:

@@ -1,0 +1,1021 @@
+"""Rollout logs of RL trainers, read into one canonical table of rollouts.
+
+:func:`read` turns the rollout logs that a trainer wrote into a :class:`Rollouts`: a pandas
+DataFrame with one row per rollout and the columns
+
+==========  =======  ==============================================================
+column      dtype    meaning
+==========  =======  ==============================================================
+step        int64    the optimisation step of the rollout
+group       int64    its group (one prompt's rollouts), 0..n-1 within a step in
+                     first-appearance order
+reward      float64  its reward (NaN: missing, e.g. a TRL reward function gave None)
+advantage   float64  the advantage the trainer used (NaN when the log has none)
+length      float64  generated tokens (NaN when the log does not say)
+split       str      ``"train"`` or ``"val"``
+==========  =======  ==============================================================
+
+sorted by (step, group), the log's order kept within a group; text (prompts, completions) is
+dropped right after each file is parsed.  One reader per format (:data:`FORMATS`):
+
+* ``"trl"`` — TRL >= 0.28 with ``log_completions=True``:
+  ``OUTPUT_DIR/completions/completions_{step:05d}.parquet``;
+* ``"verl"`` — verl >= 0.9 ``trainer.rollout_data_dir`` (and ``validation_data_dir``):
+  ``DIR/{step}.jsonl``;
+* ``"prime-rl"`` — ``OUTPUT_DIR/rollouts/step_N/{train,eval}/{effective,all}/traces.jsonl``;
+* ``"rlvr"`` — ``rlvr-train grpo``'s ``RUN_DIR/rollouts/step_{step:06d}.parquet``;
+* ``"table"`` — any CSV, JSONL or parquet file with columns ``step``, ``group``, ``reward``
+  (and optionally ``advantage``, ``length``, ``split``).
+
+:func:`detect_format` tells the format from the paths.  A file that does not match its format
+is refused (``ValueError`` naming the file, the line or row, and the missing column).  Files
+are read one at a time, keeping only the canonical columns, so that a run of millions of
+rollouts fits in memory (``benchmarks/bench_audit.py``).
+
+Examples
+--------
+>>> import tempfile, pathlib
+>>> d = pathlib.Path(tempfile.mkdtemp())
+>>> _ = (d / "log.csv").write_text("step,group,reward\\n1,a,1\\n1,a,0\\n1,b,0\\n1,b,0\\n2,a,1\\n2,a,1\\n")
+>>> r = read(d / "log.csv")
+>>> r.source["format"], r.group_size
+('table', 2)
+>>> r.frame[["step", "group", "reward"]].to_numpy().tolist()
+[[1.0, 0.0, 1.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [2.0, 0.0, 1.0], [2.0, 0.0, 1.0]]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlvr_theory import checks
+
+__all__ = ["FORMATS", "COLUMNS", "SPLITS", "Rollouts", "read", "detect_format", "list_files"]
+
+#: the formats :func:`read` knows
+FORMATS = ("trl", "verl", "prime-rl", "rlvr", "table")
+#: the columns of :attr:`Rollouts.frame`, in order
+COLUMNS = ("step", "group", "reward", "advantage", "length", "split")
+#: the values of ``split=``: which rollouts to read (``"all"``: both)
+SPLITS = ("train", "val", "all")
+
+_TABLE_EXT = (".csv", ".jsonl", ".json", ".parquet")
+_TRL_FILE = re.compile(r"^completions_(\d+)\.parquet$")
+_RLVR_FILE = re.compile(r"^step_(\d+)\.parquet$")
+_VERL_FILE = re.compile(r"^(\d+)\.jsonl$")
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+#: TRL columns that are not reward functions
+_TRL_FIXED = ("step", "prompt", "completion", "advantage")
+
+
+@dataclass
+class Rollouts:
+    """A run's rollouts in the canonical table (see the module docstring).
+
+    Attributes
+    ----------
+    frame : pandas.DataFrame
+        One row per rollout: ``step, group, reward, advantage, length, split``.
+    source : dict
+        ``format``, ``paths`` (the files read), ``notes`` (sentences a report prints),
+        ``n_files``, ``n_padding_rows_dropped``, ``n_duplicate_rows_dropped``,
+        ``n_bad_lines_skipped``, ``grouping`` (``"uid"``, ``"input"``, ``"prompt-blocks"`` or
+        ``"group-column"``).
+    group_size : int or None
+        The rollouts per group, or ``None`` when groups have unequal sizes.
+    """
+
+    frame: pd.DataFrame
+    source: dict[str, Any]
+    group_size: int | None = None
+
+    @property
+    def n_rollouts(self) -> int:
+        """Number of rows (rollouts)."""
+        return len(self.frame)
+
+    def __repr__(self) -> str:
+        steps = self.frame["step"]
+        span = f"steps {int(steps.min())}..{int(steps.max())}" if len(steps) else "no steps"
+        return (f"Rollouts({self.source.get('format')!r}, {len(self.frame):,} rollouts, {span}, "
+                f"group_size={self.group_size})")
+
+
+# ============================================================== the entry point
+def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
+         reward_column: str | Sequence[str] | None = None, steps: tuple[int | None, int | None] | None = None,
+         skip_bad_lines: bool = False, split: str = "train") -> Rollouts:
+    """Read a run's rollout logs into the canonical table.
+
+    Parameters
+    ----------
+    paths : path or sequence of paths
+        Files or directories: a trainer's output directory, its log directory, or log files.
+    format : str
+        One of :data:`FORMATS`, or ``"auto"`` (:func:`detect_format`).
+    group_size : int, optional
+        Rollouts per group.  TRL logs have no group id: a group is ``group_size`` consecutive
+        rows with the same prompt (inferred from the repeats of the prompts when not given).
+        For the other formats, the size every group must have (refused otherwise).
+    reward_column : str or sequence of str, optional
+        TRL: the reward function column(s) to use as the reward (default: the sum of all).
+    steps : (int or None, int or None), optional
+        Keep the steps ``a <= step <= b`` (``None``: no bound).
+    skip_bad_lines : bool
+        Skip JSONL lines that are not valid JSON (a truncated last line) and count them in
+        ``source["n_bad_lines_skipped"]``, instead of refusing the file.
+    split : {"train", "val", "all"}
+        Which rollouts to read where the log tells (prime-rl ``train``/``eval``, a ``split``
+        column); the label of every row where it does not (verl, TRL, rlvr: pass ``"val"``
+        for a verl ``validation_data_dir``).
+
+    Returns
+    -------
+    Rollouts
+
+    Raises
+    ------
+    ValueError
+        A path that does not exist, no log files, or a file that does not match the format
+        (the message names the file, the line or row, and the missing column).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, json
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> rows = [{"input": "q", "output": "o", "gts": "1", "score": s, "step": 3, "uid": f"u{i // 2}_{i % 2}_0"}
+    ...         for i, s in enumerate([1.0, 0.0, 0.0, 0.0])]
+    >>> _ = (d / "3.jsonl").write_text("".join(json.dumps(r) + "\\n" for r in rows))
+    >>> r = read(d)
+    >>> r.source["format"], r.source["grouping"], r.group_size
+    ('verl', 'uid', 2)
+    >>> r.frame["group"].tolist(), r.frame["reward"].tolist()
+    ([0, 0, 1, 1], [1.0, 0.0, 0.0, 0.0])
+    """
+    paths = _as_paths(paths)
+    fmt = detect_format(paths) if format == "auto" else checks.choice("format", format, FORMATS)
+    group_size = checks.integer("group_size", group_size, low=1, allow_none=True)
+    split = checks.choice("split", split, SPLITS)
+    lo, hi = _check_steps(steps)
+    if not isinstance(skip_bad_lines, bool):
+        raise ValueError(f"skip_bad_lines must be True or False, got {skip_bad_lines!r}")
+    if reward_column is not None and fmt != "trl":
+        raise ValueError(f"reward_column: only TRL logs have several reward columns; a {fmt} log has one reward")
+    files = list_files(paths, fmt, split=split)
+    files = [f for f in files if f.step is None or ((lo is None or f.step >= lo) and (hi is None or f.step <= hi))]
+    if not files:
+        raise ValueError(f"no {fmt} log files in the steps {_steps_text(lo, hi)} under "
+                         + ", ".join(repr(str(p)) for p in paths))
+    ctx = _Context(fmt=fmt, split=split, skip_bad_lines=skip_bad_lines, lo=lo, hi=hi)
+    if fmt == "trl":
+        _read_trl(files, ctx, group_size=group_size, reward_column=reward_column)
+    else:
+        reader = {"verl": _read_verl, "prime-rl": _read_prime, "rlvr": _read_rlvr, "table": _read_table}[fmt]
+        for f in files:
+            reader(f, ctx)
+    return ctx.finish(files, group_size=group_size)
+
+
+# ============================================================== files and formats
+@dataclass(frozen=True)
+class LogFile:
+    """One log file: its path, its step when the name tells it, its split label."""
+
+    path: Path
+    step: int | None = None
+    split: str = "train"
+
+
+def _as_paths(paths: Any) -> list[Path]:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    try:
+        out = [Path(p) for p in paths]
+    except TypeError:
+        raise ValueError(f"paths must be a path or a list of paths, got {paths!r}") from None
+    if not out:
+        raise ValueError("paths must name at least one file or directory, got none")
+    for p in out:
+        if not p.exists():
+            raise ValueError(f"paths: {str(p)!r} does not exist")
+    return out
+
+
+def _check_steps(steps: Any) -> tuple[int | None, int | None]:
+    if steps is None:
+        return None, None
+    if not (isinstance(steps, (tuple, list)) and len(steps) == 2):
+        raise ValueError(f"steps must be a pair (first, last) of steps (None: no bound), got {steps!r}")
+    lo = checks.integer("steps", steps[0], low=0, allow_none=True)
+    hi = checks.integer("steps", steps[1], low=0, allow_none=True)
+    if lo is not None and hi is not None and hi < lo:
+        raise ValueError(f"steps must be (first, last) with first <= last, got {steps!r}")
+    return lo, hi
+
+
+def _steps_text(lo: int | None, hi: int | None) -> str:
+    return f"{'' if lo is None else lo}:{'' if hi is None else hi}" if (lo, hi) != (None, None) else "(all)"
+
+
+def _natural(p: Path) -> tuple:
+    m = re.search(r"(\d+)", p.name)
+    return (int(m.group(1)) if m else -1, p.name)
+
+
+def _numbered(folder: Path, pattern: re.Pattern) -> list[tuple[int, Path]]:
+    out = []
+    for p in folder.iterdir() if folder.is_dir() else []:
+        m = pattern.match(p.name)
+        if m and p.is_file():
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def _step_dirs(folder: Path) -> list[tuple[int, Path]]:
+    out = []
+    for p in folder.iterdir() if folder.is_dir() else []:
+        m = _STEP_DIR.match(p.name)
+        if m and p.is_dir():
+            out.append((int(m.group(1)), p))
+    return sorted(out)
+
+
+def _first_json(path: Path, *, skip_bad: bool = False) -> dict | None:
+    """The first non-empty line of a JSONL file as a dict (``None`` if it is not one); with
+    ``skip_bad``, the first line that is a JSON object."""
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.strip():
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        if skip_bad:
+                            continue
+                        return None
+                    if isinstance(obj, dict) or not skip_bad:
+                        return obj if isinstance(obj, dict) else None
+    except OSError:
+        return None
+    return None
+
+
+def _columns_of(path: Path) -> set[str]:
+    """The column names of a table file (empty when unreadable)."""
+    try:
+        suffix = path.suffix.lower()
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+            return set(pq.read_schema(path).names)
+        if suffix == ".csv":
+            with open(path, encoding="utf-8") as f:
+                return {c.strip() for c in f.readline().strip().split(",")}
+        if suffix in (".jsonl", ".json"):
+            return set(_first_json(path) or ())
+    except Exception:  # noqa: BLE001 - detection only: an unreadable file matches nothing
+        return set()
+    return set()
+
+
+def _file_format(p: Path) -> str | None:
+    name = p.name
+    if _TRL_FILE.match(name):
+        return "trl"
+    if name == "traces.jsonl":
+        return "prime-rl"
+    cols = _columns_of(p) if p.suffix.lower() in _TABLE_EXT else set()
+    if _RLVR_FILE.match(name) and {"group", "rollout", "reward", "advantage"} <= cols:
+        return "rlvr"
+    if p.suffix.lower() == ".jsonl" and "score" in cols and ("uid" in cols or "input" in cols):
+        return "verl"
+    if {"step", "group", "reward"} <= cols:
+        return "table"
+    if {"step", "prompt", "completion", "advantage"} <= cols:
+        return "trl"
+    return None
+
+
+def _dir_format(d: Path) -> str | None:
+    if _numbered(d / "completions", _TRL_FILE) or _numbered(d, _TRL_FILE):
+        return "trl"
+    if _numbered(d / "rollouts", _RLVR_FILE) or _numbered(d, _RLVR_FILE):
+        return "rlvr"
+    if _step_dirs(d / "rollouts") or _step_dirs(d) or (_STEP_DIR.match(d.name) and any(d.rglob("traces.jsonl"))):
+        return "prime-rl"
+    verl = _numbered(d, _VERL_FILE)
+    if verl and _file_format(verl[0][1]) == "verl":
+        return "verl"
+    tables = sorted((p for p in d.iterdir() if p.is_file() and p.suffix.lower() in _TABLE_EXT), key=_natural)
+    if tables and _file_format(tables[0]) == "table":
+        return "table"
+    return None
+
+
+def detect_format(paths: Any) -> str:
+    """The format of a run's logs (one of :data:`FORMATS`), told from the paths' names and
+    the first line (or schema) of a file.
+
+    Raises ``ValueError`` when no format matches, or when the paths hold logs of different
+    formats.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "t.csv").write_text("step,group,reward\\n1,0,1\\n")
+    >>> detect_format(d / "t.csv"), detect_format([d])
+    ('table', 'table')
+    """
+    found = []
+    for p in _as_paths(paths):
+        fmt = _dir_format(p) if p.is_dir() else _file_format(p)
+        if fmt is None:
+            raise ValueError(f"format: cannot tell the log format of {str(p)!r} (none of {', '.join(FORMATS)} "
+                             "matches its names or columns); pass format=... (--format)")
+        found.append(fmt)
+    if len(set(found)) > 1:
+        raise ValueError(f"format: the paths hold logs of different formats ({', '.join(sorted(set(found)))}); "
+                         "audit one run at a time")
+    return found[0]
+
+
+def list_files(paths: Any, format: str, *, split: str = "train") -> list[LogFile]:
+    """The log files of a format under ``paths``, in step order (files named by the user are
+    kept in their order).
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> for s in (10, 2):
+    ...     _ = (d / f"{s}.jsonl").write_text("")
+    >>> [(f.path.name, f.step) for f in list_files([d], "verl")]
+    [('2.jsonl', 2), ('10.jsonl', 10)]
+    """
+    fmt = checks.choice("format", format, FORMATS)
+    split = checks.choice("split", split, SPLITS)
+    label = "val" if split == "val" else "train"
+    out: list[LogFile] = []
+    for p in _as_paths(paths):
+        if fmt == "prime-rl":
+            out += _prime_files(p, split)
+            continue
+        if p.is_file():
+            m = {"trl": _TRL_FILE, "rlvr": _RLVR_FILE, "verl": _VERL_FILE}.get(fmt)
+            mm = m.match(p.name) if m else None
+            out.append(LogFile(p, int(mm.group(1)) if mm else None, label))
+            continue
+        if fmt == "trl":
+            found = _numbered(p / "completions", _TRL_FILE) or _numbered(p, _TRL_FILE)
+        elif fmt == "rlvr":
+            found = _numbered(p / "rollouts", _RLVR_FILE) or _numbered(p, _RLVR_FILE)
+        elif fmt == "verl":
+            found = _numbered(p, _VERL_FILE)
+        else:
+            found = [(None, q) for q in sorted((q for q in p.iterdir()
+                                                 if q.is_file() and q.suffix.lower() in _TABLE_EXT
+                                                 and not q.name.startswith(".")), key=_natural)]
+        if not found:
+            raise ValueError(f"paths: no {fmt} log files in {str(p)!r}")
+        out += [LogFile(q, s, label) for s, q in found]
+    return out
+
+
+def _prime_files(p: Path, split: str) -> list[LogFile]:
+    """prime-rl: ``rollouts/step_N/{train,eval}/{effective,all}/traces.jsonl`` (the
+    ``effective`` cohort — what the trainer updated on — when both were written)."""
+    kinds = {"train": ("train",), "val": ("eval",), "all": ("train", "eval")}[split]
+    if p.is_file():
+        parts = p.parts
+        kind = next((k for k in reversed(parts[:-1]) if k in ("train", "eval")), "train")
+        step = next((int(m.group(1)) for q in reversed(parts[:-1]) if (m := _STEP_DIR.match(q))), None)
+        return [LogFile(p, step, "val" if kind == "eval" else "train")] if kind in kinds else []
+    if _STEP_DIR.match(p.name):
+        steps = [(int(_STEP_DIR.match(p.name).group(1)), p)]
+    else:
+        steps = _step_dirs(p / "rollouts") or _step_dirs(p)
+    if not steps:
+        raise ValueError(f"paths: no prime-rl rollouts (rollouts/step_N/...) in {str(p)!r}")
+    out = []
+    for step, d in steps:
+        for kind in kinds:
+            base = d / kind
+            chosen = None
+            for subset in ("effective", "all"):
+                if (base / subset / "traces.jsonl").is_file():
+                    chosen = [base / subset / "traces.jsonl"]
+                    break
+            if chosen is None and base.is_dir():
+                chosen = sorted(base.rglob("traces.jsonl"))
+            out += [LogFile(q, step, "val" if kind == "eval" else "train") for q in chosen or ()]
+    return out
+
+
+# ============================================================== accumulating files
+@dataclass
+class _Context:
+    """What the readers have read so far: the canonical columns of every file, and the map
+    of each step's group keys to group numbers (so that a group split across files is one)."""
+
+    fmt: str
+    split: str
+    skip_bad_lines: bool
+    lo: int | None
+    hi: int | None
+    parts: dict[str, list[np.ndarray]] = field(default_factory=lambda: {c: [] for c in COLUMNS})
+    keys: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: {"n_padding_rows_dropped": 0,
+                                                            "n_duplicate_rows_dropped": 0,
+                                                            "n_bad_lines_skipped": 0})
+    grouping: set[str] = field(default_factory=set)
+    read_paths: list[str] = field(default_factory=list)
+
+    def add(self, step: np.ndarray, key: Any, reward: np.ndarray, *, advantage: np.ndarray | None = None,
+            length: np.ndarray | None = None, split: str | np.ndarray = "train") -> None:
+        """Add one file's rows: ``key`` are group keys (any hashable values, or a pyarrow
+        array), unique within a step."""
+        step = np.asarray(step, dtype=np.int64)
+        n = len(step)
+        reward = np.asarray(reward, dtype=np.float64)
+        keep = None
+        if self.lo is not None or self.hi is not None:
+            keep = np.ones(n, bool)
+            if self.lo is not None:
+                keep &= step >= self.lo
+            if self.hi is not None:
+                keep &= step <= self.hi
+        if n == 0 or (keep is not None and not keep.any()):
+            return
+        codes, uniques = _factorize(key)
+        hashes = _hash_keys(uniques)
+        if keep is not None and not keep.all():
+            step, codes, reward = step[keep], codes[keep], reward[keep]
+            advantage = None if advantage is None else np.asarray(advantage)[keep]
+            length = None if length is None else np.asarray(length)[keep]
+            split = split if isinstance(split, str) else np.asarray(split)[keep]
+            n = len(step)
+        one_step = bool(n and step[0] == step[-1] and (step == step[0]).all())
+        if one_step:  # one step (the usual file)
+            group = self._number(int(step[0]), hashes)[codes]
+        else:  # several steps in one file: number the (step, key) pairs, step by step
+            nk = max(len(uniques), 1)
+            scodes, suniq = pd.factorize(step)
+            pcodes, puniq = pd.factorize(scodes.astype(np.int64) * nk + codes)
+            lut = np.empty(len(puniq), np.int64)
+            pstep = puniq // nk
+            for j in np.unique(pstep):
+                at = np.flatnonzero(pstep == j)  # first-appearance order within the step
+                lut[at] = self._number(int(suniq[j]), hashes[puniq[at] % nk])
+            group = lut[pcodes]
+        # a constant column is kept as (value, n): memory is spent once, in finish()
+        self.parts["step"].append((int(step[0]), n) if one_step else step)
+        self.parts["group"].append(group)
+        self.parts["reward"].append(reward)
+        self.parts["advantage"].append((np.nan, n) if advantage is None else np.asarray(advantage, dtype=np.float64))
+        self.parts["length"].append((np.nan, n) if length is None else np.asarray(length, dtype=np.float64))
+        self.parts["split"].append((split == "val", n) if isinstance(split, str) else np.asarray(split) == "val")
+
+    def _number(self, step: int, hashes: np.ndarray) -> np.ndarray:
+        """The group numbers of keys (by their 64-bit hashes, in first-appearance order) within
+        ``step``: the numbers given before to the keys seen before, new ones to the others."""
+        known, numbers = self.keys.get(step, (np.empty(0, np.uint64), np.empty(0, np.int64)))
+        out = np.empty(len(hashes), np.int64)
+        pos = np.searchsorted(known, hashes)
+        found = pos < len(known)
+        found[found] = known[pos[found]] == hashes[found]
+        out[found] = numbers[pos[found]]
+        new = np.flatnonzero(~found)
+        out[new] = len(known) + np.arange(len(new))
+        if len(new):
+            allh = np.concatenate([known, hashes[new]])
+            alln = np.concatenate([numbers, out[new]])
+            order = np.argsort(allh, kind="stable")
+            self.keys[step] = (allh[order], alln[order])
+        return out
+
+    def finish(self, files: list[LogFile], *, group_size: int | None) -> Rollouts:
+        dtypes = {"step": np.int64, "group": np.int64, "reward": np.float64, "advantage": np.float64,
+                  "length": np.float64, "split": bool}
+        cols = {c: _assemble(self.parts[c], dtypes[c]) for c in COLUMNS}
+        step, group = cols["step"], cols["group"]
+        if len(step) and not _sorted(step, group):
+            order = np.lexsort((group, step))  # stable: the log's order within a group
+            for c in cols:
+                cols[c] = cols[c][order]
+            del order
+            step, group = cols["step"], cols["group"]
+        if len(step) == 0:
+            raise ValueError(f"no rollouts in the steps {_steps_text(self.lo, self.hi)} of the {self.fmt} log "
+                             + ", ".join(repr(str(f.path)) for f in files[:3]) + (" ..." if len(files) > 3 else ""))
+        sizes = _group_sizes(step, group)
+        values, counts = np.unique(sizes, return_counts=True)
+        if group_size is not None and self.fmt != "trl" and (len(values) > 1 or values[0] != group_size):
+            raise ValueError(f"group_size: the log's groups have {_sizes_text(values, counts)} rollouts, "
+                             f"not group_size={group_size}; leave group_size out to audit them as they are")
+        G = int(values[0]) if len(values) == 1 else None
+        if G is None:
+            self.notes.append(f"Groups have unequal sizes ({_sizes_text(values, counts)} rollouts): group_size "
+                              "is None and groups are audited per size.")
+        n_nan = int(np.isnan(cols["reward"]).sum())
+        if n_nan:
+            self.notes.append(f"{n_nan:,} rollouts have no reward (NaN): they are left out of their group, as "
+                              "TRL leaves them out, and counted.")
+        frame = pd.DataFrame({"step": step, "group": group, "reward": cols["reward"],
+                              "advantage": cols["advantage"], "length": cols["length"]}, copy=False)
+        frame["split"] = _split_column(cols.pop("split"))
+        grouping = ("input" if "input" in self.grouping else sorted(self.grouping)[0]) if self.grouping \
+            else "group-column"
+        source = {"format": self.fmt, "paths": self.read_paths or [str(f.path) for f in files],
+                  "notes": self.notes, "n_files": len(self.read_paths or files), **self.counts,
+                  "grouping": grouping}
+        return Rollouts(frame, source, G)
+
+
+def _split_column(is_val: np.ndarray) -> pd.Series:
+    """The ``split`` column (``"train"``/``"val"``) as pandas strings, built without a Python
+    object per row."""
+    import pyarrow as pa
+
+    codes = pa.array(is_val.astype(np.int8))
+    arr = pa.DictionaryArray.from_arrays(codes, pa.array(["train", "val"])).cast(pa.string())
+    return pd.Series(pd.array(arr, dtype=pd.StringDtype("pyarrow", na_value=np.nan)), copy=False)
+
+
+def _hash_keys(uniques: list) -> np.ndarray:
+    """64-bit hashes of group keys (distinct keys of one step collide with probability ~n²/2⁶⁴)."""
+    if not len(uniques):
+        return np.empty(0, np.uint64)
+    arr = np.asarray(uniques)
+    if arr.dtype.kind not in "iu":
+        arr = np.asarray([str(u) if not isinstance(u, str) else u for u in uniques], dtype=object)
+    return pd.util.hash_array(arr)
+
+
+def _factorize(key: Any) -> tuple[np.ndarray, list]:
+    """``(codes, uniques)`` of group keys in first-appearance order."""
+    try:
+        import pyarrow as pa
+        if isinstance(key, (pa.Array, pa.ChunkedArray)):
+            enc = key.dictionary_encode()
+            if isinstance(enc, pa.ChunkedArray):
+                enc = enc.combine_chunks()
+            return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        pass
+    codes, uniques = pd.factorize(np.asarray(key))
+    return codes.astype(np.int64), list(uniques)
+
+
+def _assemble(parts: list, dtype: Any) -> np.ndarray:
+    """One column from its parts (arrays, or ``(value, n)`` for a constant run), written into
+    one array while the parts are freed, so that the column is not held twice."""
+    total = sum(p[1] if isinstance(p, tuple) else len(p) for p in parts)
+    out = np.empty(total, dtype)
+    i = 0
+    parts.reverse()
+    while parts:
+        p = parts.pop()
+        n = p[1] if isinstance(p, tuple) else len(p)
+        out[i:i + n] = p[0] if isinstance(p, tuple) else p
+        i += n
+    return out
+
+
+def _sorted(step: np.ndarray, group: np.ndarray) -> bool:
+    if (step[1:] < step[:-1]).any():
+        return False
+    return not ((step[1:] == step[:-1]) & (group[1:] < group[:-1])).any()
+
+
+def _group_sizes(step: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Sizes of the consecutive (step, group) runs of a sorted table."""
+    change = np.flatnonzero((step[1:] != step[:-1]) | (group[1:] != group[:-1])) + 1
+    bounds = np.concatenate(([0], change, [len(step)]))
+    return np.diff(bounds)
+
+
+def _sizes_text(values: np.ndarray, counts: np.ndarray) -> str:
+    if len(values) == 1:
+        return f"{int(values[0])}"
+    return ", ".join(f"{int(v)} ({int(c):,} groups)" for v, c in zip(values, counts))
+
+
+# ============================================================== JSONL and parquet helpers
+def _read_jsonl(path: Path, ctx: _Context, *, required: dict[str, Any], optional: dict[str, Any] = (),
+                what: str) -> Any:
+    """A JSONL file as a pyarrow Table of the ``required`` and ``optional`` keys (name ->
+    pyarrow type).  Fast path: ``pyarrow.json`` with an explicit schema; on any problem the
+    file is scanned line by line so that the message names the line (bad JSON lines are
+    skipped and counted with ``skip_bad_lines``)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    schema = pa.schema([(k, t) for k, t in {**required, **dict(optional)}.items()])
+    try:
+        table = pj.read_json(path, read_options=pj.ReadOptions(block_size=2 << 20),
+                             parse_options=pj.ParseOptions(explicit_schema=schema,
+                                                           unexpected_field_behavior="ignore"))
+        if all(table.column(k).null_count == 0 for k in required):
+            return table
+    except pa.ArrowInvalid:
+        pass
+    return _scan_jsonl(path, ctx, schema, required, what)
+
+
+def _scan_jsonl(path: Path, ctx: _Context, schema: Any, required: dict[str, Any], what: str) -> Any:
+    import pyarrow as pa
+
+    good = io.BytesIO()
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as err:
+                if ctx.skip_bad_lines:
+                    ctx.counts["n_bad_lines_skipped"] += 1
+                    continue
+                end = " (the last line: the file may be truncated)" if not line.endswith(b"\n") else ""
+                raise ValueError(f"{path}:{lineno}: not a valid JSON line{end} ({err}); pass skip_bad_lines=True "
+                                 "(--skip-bad-lines) to skip such lines") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}:{lineno}: a {what} line must be a JSON object, got {type(obj).__name__}")
+            for k in required:
+                if obj.get(k) is None:
+                    raise ValueError(f"{path}:{lineno}: missing key {k!r} (a {what} line has "
+                                     + ", ".join(repr(r) for r in required) + ")")
+            for k in schema.names:
+                v = obj.get(k)
+                t = schema.field(k).type
+                if v is None:
+                    continue
+                if pa.types.is_string(t) and not isinstance(v, str):
+                    obj[k] = json.dumps(v) if isinstance(v, (dict, list)) else str(v)
+                elif pa.types.is_floating(t) or pa.types.is_integer(t):
+                    if isinstance(v, bool) or not isinstance(v, (int, float)):
+                        raise ValueError(f"{path}:{lineno}: key {k!r} must be a number, got {v!r}")
+                    if pa.types.is_integer(t) and isinstance(v, float) and not v.is_integer():
+                        raise ValueError(f"{path}:{lineno}: key {k!r} must be an integer, got {v!r}")
+            good.write(json.dumps({k: obj.get(k) for k in schema.names}).encode() + b"\n")
+    if good.tell() == 0:
+        return pa.table({k: pa.array([], type=schema.field(k).type) for k in schema.names})
+    good.seek(0)
+    import pyarrow.json as pj
+    return pj.read_json(good, parse_options=pj.ParseOptions(explicit_schema=schema))
+
+
+def _np(col: Any, dtype: Any = np.float64) -> np.ndarray:
+    """A pyarrow column as a numpy array (nulls as NaN for floats)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if np.dtype(dtype).kind == "f":
+        col = pc.cast(col, pa.float64()) if not pa.types.is_float64(col.type) else col
+        return col.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    return col.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+
+def _read_parquet(path: Path, columns: Sequence[str] | None, *, required: Sequence[str], what: str) -> Any:
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+    except Exception as err:  # noqa: BLE001 - any unreadable file is refused the same way
+        raise ValueError(f"{path}: not a readable parquet file ({type(err).__name__}: {err})") from None
+    missing = [c for c in required if c not in names]
+    if missing:
+        raise ValueError(f"{path}: row 1: missing column {missing[0]!r} (a {what} file has "
+                         + ", ".join(repr(c) for c in required) + f"; this one has {', '.join(names)})")
+    cols = [c for c in columns if c in names] if columns is not None else None
+    return pq.read_table(path, columns=cols)
+
+
+def _check_no_nulls(table: Any, path: Path, names: Iterable[str], *, header_rows: int = 0, unit: str = "row") -> None:
+    """Refuse a null in a column that must be filled, naming the row (or CSV line)."""
+    import pyarrow.compute as pc
+
+    for c in names:
+        col = table.column(c)
+        if col.null_count:
+            i = int(np.flatnonzero(pc.is_null(col).to_numpy(zero_copy_only=False))[0])
+            raise ValueError(f"{path}: {unit} {i + 1 + header_rows}: column {c!r} is empty")
+
+
+# ============================================================== verl
+def _read_verl(f: LogFile, ctx: _Context) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    first = _first_json(f.path, skip_bad=True)
+    has_uid = first is None or "uid" in first
+    key = "uid" if has_uid else "input"
+    step_req = {} if f.step is not None else {"step": pa.int64()}
+    table = _read_jsonl(f.path, ctx, required={"score": pa.float64(), key: pa.string(), **step_req},
+                        optional={} if step_req else {"step": pa.int64()}, what="verl")
+    ctx.read_paths.append(str(f.path))
+    if table.num_rows == 0:
+        return
+    step_col = table.column("step")
+    if step_col.null_count == 0:
+        step = _np(step_col, np.int64)
+    else:
+        step = np.full(table.num_rows, f.step, np.int64)
+        if step_col.null_count < table.num_rows:
+            given = _np(step_col, np.float64)
+            step = np.where(np.isnan(given), step, given).astype(np.int64)
+    reward = _np(table.column("score"))
+    keys = table.column(key).combine_chunks()
+    del table
+    if not has_uid:
+        ctx.grouping.add("input")
+        note = ("verl log without uid (an older verl, or its legacy trainer): groups are the rollouts with "
+                "identical input, so two prompts with the same text in one step form one group.")
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+        ctx.add(step, keys, reward, split=f.split)
+        return
+    ctx.grouping.add("uid")
+    pad = pc.starts_with(keys, "pad").to_numpy(zero_copy_only=False)
+    if pad.any():
+        ctx.counts["n_padding_rows_dropped"] += int(pad.sum())
+        keep = ~pad
+        keys, step, reward = keys.filter(pa.array(keep)), step[keep], reward[keep]
+    if pc.all(pc.ends_with(keys, "_0")).as_py():  # one output per rollout (the usual dump)
+        ctx.add(step, pc.replace_substring_regex(keys, r"_[^_]*_[^_]*$", ""), reward, split=f.split)
+        return
+    session = pc.replace_substring_regex(keys, r"_[^_]*$", "")  # "{group}_{rollout}"
+    # multi-output agent loops: one rollout wrote several outputs; keep the last (as verl's metrics do)
+    idx = pc.extract_regex(keys, r"_(?P<i>\d+)$").field("i")
+    # the output index is the digits after the last "_" ("0" where a uid has none): never an error
+    out_idx = pd.to_numeric(pd.Series(idx.to_numpy(zero_copy_only=False)), errors="coerce").fillna(0).to_numpy(np.int64)
+    scodes, _ = _factorize(session)
+    frame = pd.DataFrame({"s": scodes, "i": out_idx, "r": np.arange(len(scodes))})
+    last = frame.sort_values(["s", "i"], kind="stable").groupby("s", sort=False)["r"].last().to_numpy()
+    keep = np.zeros(len(scodes), bool)
+    keep[last] = True
+    n_drop = int((~keep).sum())
+    ctx.counts["n_duplicate_rows_dropped"] += n_drop
+    msg = "verl rollouts with several outputs (multi-turn agent loops): the last output of each rollout is kept"
+    if msg not in " ".join(ctx.notes):
+        ctx.notes.append(msg + " (as verl's own metrics do); the others are counted as dropped duplicates.")
+    session, step, reward = session.filter(pa.array(keep)), step[keep], reward[keep]
+    group = pc.replace_substring_regex(session, r"_[^_]*$", "")
+    ctx.add(step, group, reward, split=f.split)
+
+
+# ============================================================== TRL
+def _read_trl(files: list[LogFile], ctx: _Context, *, group_size: int | None,
+              reward_column: str | Sequence[str] | None) -> None:
+    import pyarrow as pa
+
+    if isinstance(reward_column, str):
+        chosen: list[str] | None = [reward_column]
+    elif reward_column is not None:
+        chosen = [str(c) for c in reward_column]
+        if not chosen:
+            raise ValueError("reward_column must name at least one column, got none")
+    else:
+        chosen = None
+    loaded = []
+    seen: dict[str, int] = {}
+    repeats: list[tuple[int | None, int]] = []
+    reward_names: list[str] | None = None
+    for f in files:
+        table = _read_parquet(f.path, None, required=_TRL_FIXED, what="TRL completions")
+        ctx.read_paths.append(str(f.path))
+        names = [c for c in table.column_names if c not in _TRL_FIXED]
+        numeric = [c for c in names if pa.types.is_integer(table.schema.field(c).type)
+                   or pa.types.is_floating(table.schema.field(c).type)]
+        if chosen is not None:
+            for c in chosen:
+                if c not in table.column_names:
+                    raise ValueError(f"{f.path}: row 1: missing column {c!r} (reward_column); the reward columns "
+                                     f"are {', '.join(numeric) or 'none'}")
+            rcols = chosen
+        else:
+            rcols = numeric
+            if not rcols:
+                raise ValueError(f"{f.path}: row 1: missing column: no reward column (a TRL completions file has "
+                                 "one float column per reward function between 'completion' and 'advantage')")
+        reward_names = reward_names or rcols
+        _check_no_nulls(table, f.path, ["step"])
+        R = np.column_stack([_np(table.column(c)) for c in rcols])
+        with np.errstate(invalid="ignore"):
+            reward = np.where(np.isnan(R).all(axis=1), np.nan, np.nansum(R, axis=1))
+        advantage = _np(table.column("advantage"))
+        step = _np(table.column("step"), np.int64)
+        prompts = _text_keys(table.column("prompt"))
+        completions = _text_keys(table.column("completion"))
+        digest = hashlib.sha1()
+        for arr in (prompts, completions):
+            digest.update(pd.util.hash_array(np.asarray(arr, dtype=object)).tobytes())
+        digest.update(np.nan_to_num(R, nan=np.inf).tobytes())
+        digest.update(advantage.tobytes())
+        h = digest.hexdigest()
+        del table, completions
+        if h in seen:
+            ctx.counts["n_duplicate_rows_dropped"] += len(step)
+            repeats.append((int(step[0]) if len(step) else f.step, seen[h]))
+            continue
+        seen[h] = int(step[0]) if len(step) else -1
+        pcodes, _ = pd.factorize(np.asarray(prompts, dtype=object))
+        loaded.append((f, step, pcodes, reward, advantage))
+    if repeats:
+        shown = ", ".join(f"{a} (= {b})" for a, b in repeats[:8]) + (" ..." if len(repeats) > 8 else "")
+        ctx.notes.append(f"TRL log: {len(repeats)} files repeat the generation batch of an earlier step "
+                         f"(num_iterations > 1, or several steps per generation) and were dropped: steps {shown}.")
+    ctx.notes.append(
+        "TRL log: the reward is the unweighted sum of the reward columns "
+        + ", ".join(repr(c) for c in (reward_names or [])) + " (NaN where every function returned None); "
+        "the run's reward_weights are not in the log" + ("" if chosen else ", pass reward_column to pick one")
+        + "; rollout lengths are not logged.")
+    if group_size is None:
+        runs = [_runs(p) for _, _, p, _, _ in loaded]
+        allruns = np.concatenate(runs) if runs else np.array([], np.int64)
+        G = int(np.gcd.reduce(allruns)) if len(allruns) else 1
+        if G < 2:
+            raise ValueError("group_size: cannot infer the group size of the TRL log (a prompt appears in a run of "
+                             "1 row); pass group_size=num_generations (--group-size)")
+        ctx.notes.append(f"TRL log: group size {G} inferred from the repeats of the prompts (num_generations "
+                         "consecutive rows with the same prompt); pass group_size if that is wrong.")
+    else:
+        G = group_size
+    ctx.grouping.add("prompt-blocks")
+    for fi, (f, step, pcodes, reward, advantage) in enumerate(loaded):
+        n = len(step)
+        if n % G:
+            raise ValueError(f"{f.path}: {n} rows is not a multiple of the group size {G}; pass "
+                             "group_size=num_generations (--group-size)")
+        blocks = pcodes.reshape(-1, G)
+        bad = np.flatnonzero((blocks != blocks[:, :1]).any(axis=1))
+        if len(bad):
+            row = int(bad[0]) * G + int(np.flatnonzero(blocks[bad[0]] != blocks[bad[0], 0])[0])
+            raise ValueError(f"{f.path}: row {row + 1}: the prompt changes inside a group of {G} consecutive rows "
+                             "(a TRL group is num_generations rows with the same prompt); pass the run's "
+                             "num_generations as group_size")
+        # a group is a block of one file: (file number, block number) as one integer key
+        key = (np.int64(fi) << np.int64(32)) + np.arange(n, dtype=np.int64) // G
+        ctx.add(step, key, reward, advantage=advantage, split=f.split)
+
+
+def _text_keys(col: Any) -> list:
+    """A text column (strings, or conversations: lists of messages) as hashable strings."""
+    import pyarrow as pa
+
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        return col.to_pylist()
+    return [json.dumps(v, sort_keys=True, default=str) for v in col.to_pylist()]
+
+
+def _runs(codes: np.ndarray) -> np.ndarray:
+    """Lengths of the runs of equal consecutive values."""
+    if len(codes) == 0:
+        return np.array([], np.int64)
+    change = np.flatnonzero(np.diff(codes) != 0) + 1
+    return np.diff(np.concatenate(([0], change, [len(codes)])))
+
+
+# ============================================================== our trainer (rlvr)
+_RLVR_COLUMNS = ("step", "group", "rollout", "reward", "advantage", "length")
+
+
+def _read_rlvr(f: LogFile, ctx: _Context) -> None:
+    table = _read_parquet(f.path, _RLVR_COLUMNS, required=_RLVR_COLUMNS, what="rlvr rollout-log")
+    ctx.read_paths.append(str(f.path))
+    _check_no_nulls(table, f.path, ("step", "group", "rollout"))
+    ctx.grouping.add("group-column")
+    ctx.add(_np(table.column("step"), np.int64), _np(table.column("group"), np.int64), _np(table.column("reward")),
+            advantage=_np(table.column("advantage")), length=_np(table.column("length")), split=f.split)
+
+
+# ============================================================== table
+def _read_table(f: LogFile, ctx: _Context) -> None:
+    import pyarrow as pa
+
+    suffix = f.path.suffix.lower()
+    required = ("step", "group", "reward")
+    optional = ("advantage", "length", "split")
+    header = 0
+    unit = "row"
+    if suffix == ".parquet":
+        table = _read_parquet(f.path, required + optional, required=required, what="table")
+    elif suffix == ".csv":
+        import pyarrow.csv as pcsv
+
+        cols = _columns_of(f.path)
+        missing = [c for c in required if c not in cols]
+        if missing:
+            raise ValueError(f"{f.path}: line 1 (header): missing column {missing[0]!r} (a table has columns "
+                             "step, group, reward [, advantage, length, split])")
+        types = {"step": pa.int64(), "reward": pa.float64(), "advantage": pa.float64(), "length": pa.float64(),
+                 "split": pa.string()}
+        try:
+            table = pcsv.read_csv(f.path, convert_options=pcsv.ConvertOptions(
+                include_columns=[c for c in required + optional if c in cols],
+                column_types={k: v for k, v in types.items() if k in cols}))
+        except pa.ArrowInvalid as err:
+            raise ValueError(f"{f.path}: not a table of numbers where expected ({err})") from None
+        header, unit = 1, "line"
+    elif suffix in (".jsonl", ".json"):
+        first = _first_json(f.path) or {}
+        gtype = pa.string() if isinstance(first.get("group"), str) else pa.int64()
+        table = _read_jsonl(f.path, ctx, required={"step": pa.int64(), "group": gtype},
+                            optional={"reward": pa.float64(), "advantage": pa.float64(), "length": pa.float64(),
+                                      "split": pa.string()}, what="table")
+        if table.num_rows and "reward" not in first:
+            raise ValueError(f"{f.path}:1: missing key 'reward' (a table line has 'step', 'group', 'reward')")
+    else:
+        raise ValueError(f"{f.path}: a table is a .csv, .jsonl or .parquet file")
+    ctx.read_paths.append(str(f.path))
+    if table.num_rows == 0:
+        return
+    _check_no_nulls(table, f.path, ("step", "group"), header_rows=header, unit=unit)
+    names = table.column_names
+    split: Any = f.split
+    if "split" in names:
+        s = np.asarray(table.column("split").to_pylist(), dtype=object)
+        s = np.where(np.isin(s, ("val", "eval", "validation", "test")), "val", "train")
+        keep = np.ones(len(s), bool) if ctx.split == "all" else s == ctx.split
+        table = table.filter(pa.array(keep))
+        split = s[keep]
+        if table.num_rows == 0:
+            return
+    group = table.column("group").combine_chunks()
+    if not (pa.types.is_integer(group.type) or pa.types.is_string(group.type)):
+        group = group.cast(pa.string())
+    ctx.grouping.add("group-column")
+    ctx.add(_np(table.column("step"), np.int64), group, _np(table.column("reward")),
+            advantage=_np(table.column("advantage")) if "advantage" in names else None,
+            length=_np(table.column("length")) if "length" in names else None, split=split)
+
+
+# ============================================================== prime-rl
+def _read_prime(f: LogFile, ctx: _Context) -> None:
+    steps, keys, rewards = [], [], []
+    no_reward = no_trace = 0
+    with open(f.path, "rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                ep = json.loads(line)
+            except ValueError as err:
+                if ctx.skip_bad_lines:
+                    ctx.counts["n_bad_lines_skipped"] += 1
+                    continue
+                end = " (the last line: the file may be truncated)" if not line.endswith(b"\n") else ""
+                raise ValueError(f"{f.path}:{lineno}: not a valid JSON line{end} ({err}); pass "
+                                 "skip_bad_lines=True (--skip-bad-lines) to skip such lines") from None
+            if not isinstance(ep, dict):
+                raise ValueError(f"{f.path}:{lineno}: a prime-rl episode must be a JSON object")
+            group = ep.get("group")
+            gid = group.get("id") if isinstance(group, dict) else None
+            if gid is None:
+                raise ValueError(f"{f.path}:{lineno}: missing key 'group.id' (a prime-rl episode has its rollout "
+                                 "group's id)")
+            if "traces" not in ep:
+                raise ValueError(f"{f.path}:{lineno}: missing key 'traces' (a prime-rl episode lists its traces)")
+            step = f.step
+            if step is None:
+                run = ep.get("run") if isinstance(ep.get("run"), dict) else {}
+                work = run.get("work") if isinstance(run.get("work"), dict) else {}
+                step = work.get("step")
+                if step is None:
+                    raise ValueError(f"{f.path}:{lineno}: no step: neither a step_N folder nor 'run.work.step'")
+            traces = ep["traces"] or []
+            if not traces:
+                no_trace += 1
+            for tr in traces:
+                rw = (tr or {}).get("rewards") or {}
+                vals = [float(r["score"]) * float(r.get("weight", 1.0)) for r in rw.values() if r is not None]
+                if not vals:
+                    no_reward += 1
+                steps.append(int(step))
+                keys.append(str(gid))
+                rewards.append(math.fsum(vals))
+    ctx.read_paths.append(str(f.path))
+    ctx.grouping.add("group-column")
+    if no_trace:
+        ctx.notes.append(f"{f.path}: {no_trace} prime-rl episodes without a trace (failed before any output) "
+                         "are not rollouts: skipped.")
+    if no_reward:
+        ctx.notes.append(f"{f.path}: {no_reward} prime-rl traces have no reward recorded (scoring did not run): "
+                         "reward 0, as prime-rl counts them.")
+    if steps:
+        ctx.add(np.array(steps, np.int64), np.array(keys, dtype=object), np.array(rewards), split=f.split)
