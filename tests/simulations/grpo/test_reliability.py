@@ -244,7 +244,8 @@ def test_grpo_overwrite_replaces_a_run(base, run_dir, tmp_path):
     (out / "checkpoint-000009").mkdir()    # a stale checkpoint that a later resume must not see
     assert cli.main(["grpo", "--init", str(base), "--out", str(out), "--overwrite", *RUN[:1], "1", *RUN[2:]]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-000001", "metrics.csv", "metrics.jsonl",
-                                                      "run_config.json"]
+                                                      "rollouts", "run_config.json"]
+    assert sorted(p.name for p in (out / "rollouts").iterdir()) == ["step_000001.parquet"]
 
 
 # ------------------------------------------------------------------ output locations
