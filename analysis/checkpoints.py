@@ -21,6 +21,11 @@ Architecture-independent naming:
 * :func:`fused_parts` — the parts of a fused projection where the config gives the split
   (Phi-3 ``qkv_proj`` → q/k/v and ``gate_up_proj`` → gate/up along the rows; GPT-2's Conv1D
   ``c_attn`` → q/k/v along the columns, Conv1D weights being stored ``in × out``).
+* mixture of experts: :func:`moe_tensor` — a routed expert's weight (``...experts.J.gate_proj.weight``,
+  Mixtral's ``block_sparse_moe.experts.J.w1/w2/w3``), a fused 3-D expert tensor (``...experts.gate_up_proj``
+  of shape ``E × 2f × d`` or ``E × d × 2f``: one matrix per expert), a router (``...mlp.gate.weight``)
+  or a shared expert; :func:`expert_parts` splits a fused ``gate_up_proj`` expert matrix;
+  :func:`check_expert_counts` refuses a pair whose expert counts differ.
 
 Folder layouts (:func:`resolve_checkpoint_dir`): a Hugging Face directory itself; verl's
 ``global_step_N`` whose ``actor/huggingface`` (merged) or ``actor`` holds one.  A verl FSDP
@@ -64,6 +69,12 @@ __all__ = [
     "is_conv1d",
     "resolve_checkpoint_dir",
     "verl_merge_command",
+    "MoeTensor",
+    "moe_tensor",
+    "expert_count",
+    "expert_parts",
+    "check_expert_counts",
+    "EXPERT_COUNT_KEYS",
 ]
 
 SINGLE = "model.safetensors"
@@ -206,6 +217,207 @@ def fused_parts(name: str, shape: tuple[int, ...], config: dict) -> list[tuple[s
             return None
         return [("q", 1, 0, d), ("k", 1, d, 2 * d), ("v", 1, 2 * d, 3 * d)]
     return None
+
+
+# ------------------------------------------------------------ mixture of experts
+#: config keys holding the number of routed experts of an MoE layer (first found, text config first)
+EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+_EXPERT_RE = re.compile(r"(?:^|\.)experts\.(\d+)\.(.+)$")
+_FUSED_EXPERTS_RE = re.compile(r"(?:^|\.)experts\.([A-Za-z_]\w*?)(?:\.weight)?$")
+_SHARED_RE = re.compile(r"(?:^|\.)shared_experts?\.(.+)$")
+_ROUTER_RE = re.compile(r"(?:^|\.)(?:mlp|block_sparse_moe|feed_forward|moe)\.(?:gate|router)(?:\.layer)?"
+                        r"\.(?:weight|bias|e_score_correction_bias)$")
+_SHARED_GATE_RE = re.compile(r"(?:^|\.)shared_experts?_gate\.weight$")
+#: stored projection names -> canonical ones (Mixtral's w1/w3/w2 are gate/up/down; GraniteMoE's fused
+#: input_linear/output_linear are gate_up/down)
+_PROJECTIONS = {"w1": "gate_proj", "w3": "up_proj", "w2": "down_proj", "input_linear": "gate_up_proj",
+                "output_linear": "down_proj"}
+#: model types whose fused expert tensors are stored experts × in × out (gate/up along the columns)
+_EXPERTS_IN_OUT = ("llama4", "llama4_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "gpt_oss")
+#: ... and whose gate/up columns alternate (gate = columns 0, 2, 4, ..., up = 1, 3, 5, ...)
+_EXPERTS_INTERLEAVED = ("gpt_oss",)
+
+
+@dataclass(frozen=True)
+class MoeTensor:
+    """The mixture-of-experts role of a tensor (:func:`moe_tensor`).
+
+    ``role``: ``"expert"`` (a routed expert's weight, or a fused tensor of all of them),
+    ``"router"`` (the gate that scores the experts) or ``"shared_expert"`` (always active);
+    ``expert``: the index ``J`` of a per-expert tensor (``...experts.J...``), ``None`` otherwise;
+    ``projection``: the canonical projection (``gate_proj``, ``up_proj``, ``down_proj``,
+    ``gate_up_proj``; a router's is ``"router"``); ``fused``: a 3-D tensor holding every
+    expert along its first axis.
+    """
+
+    role: str
+    expert: int | None
+    projection: str | None
+    fused: bool
+
+
+def expert_count(config: dict) -> int | None:
+    """The number of routed experts per MoE layer from a config (``num_experts``,
+    ``num_local_experts``, ``n_routed_experts``, ``moe_num_experts``), ``None`` for a dense model.
+
+    >>> expert_count({"model_type": "mixtral", "num_local_experts": 8}), expert_count({"model_type": "llama"})
+    (8, None)
+    """
+    for c in (_text_config(config), config):
+        for k in EXPERT_COUNT_KEYS:
+            v = c.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                return v
+    return None
+
+
+def _projection(rest: str) -> str:
+    p = rest[:-len(".weight")] if rest.endswith(".weight") else rest
+    return _PROJECTIONS.get(p, p)
+
+
+def moe_tensor(name: str, shape: tuple[int, ...], config: dict) -> MoeTensor | None:
+    """The mixture-of-experts role of tensor ``name`` (:class:`MoeTensor`), ``None`` for others.
+
+    Per-expert tensors ``...experts.J.PROJ.weight`` (Qwen-MoE, OLMoE, DeepSeek; Mixtral's
+    ``block_sparse_moe.experts.J.w1/w2/w3``); fused 3-D expert tensors (``...experts.gate_up_proj``,
+    ``...experts.down_proj``, any 3-D weight inside a block: one matrix per expert along the first
+    axis); routers ``...mlp.gate.weight``, ``...block_sparse_moe.gate.weight``, ``...router.weight``
+    (and Qwen2-MoE's ``shared_expert_gate``) when the config names an expert count; shared experts
+    ``...shared_expert.*`` / ``...shared_experts.*``.
+
+    Examples
+    --------
+    >>> cfg = {"model_type": "qwen3_moe", "num_experts": 4}
+    >>> moe_tensor("model.layers.1.mlp.experts.3.gate_proj.weight", (16, 32), cfg)
+    MoeTensor(role='expert', expert=3, projection='gate_proj', fused=False)
+    >>> moe_tensor("model.layers.1.block_sparse_moe.experts.0.w2.weight", (32, 48), cfg).projection
+    'down_proj'
+    >>> moe_tensor("model.layers.1.mlp.experts.gate_up_proj", (4, 32, 32), cfg)
+    MoeTensor(role='expert', expert=None, projection='gate_up_proj', fused=True)
+    >>> moe_tensor("model.layers.1.mlp.gate.weight", (4, 32), cfg).role
+    'router'
+    >>> moe_tensor("model.layers.1.mlp.shared_expert.up_proj.weight", (24, 32), cfg).role
+    'shared_expert'
+    >>> moe_tensor("model.layers.1.mlp.gate_proj.weight", (48, 32), cfg) is None
+    True
+    """
+    m = _EXPERT_RE.search(name)
+    if m:
+        return MoeTensor("expert", int(m.group(1)), _projection(m.group(2)), False)
+    m = _SHARED_RE.search(name)
+    if m:
+        return MoeTensor("shared_expert", None, _projection(m.group(1)), False)
+    m = _FUSED_EXPERTS_RE.search(name)
+    if m and len(shape) >= 2:
+        return MoeTensor("expert", None, _projection(m.group(1)), len(shape) == 3)
+    if len(shape) == 3 and layer_index(name) is not None:
+        last = name.split(".")[-2] if name.endswith(".weight") else name.split(".")[-1]
+        return MoeTensor("expert", None, _projection(last), True)
+    if expert_count(config) is not None:
+        if _SHARED_GATE_RE.search(name):
+            return MoeTensor("router", None, "shared_expert_gate", False)
+        if _ROUTER_RE.search(name):
+            return MoeTensor("router", None, "router", False)
+    return None
+
+
+def expert_parts(name: str, shape: tuple[int, ...], config: dict) -> list[tuple[str, int, int, int, int]] | None:
+    """The gate and up parts of one expert matrix of a fused 3-D ``gate_up_proj`` tensor of
+    shape ``(E, a, b)``, as ``[(projection, axis, start, stop, step)]`` of the expert's ``a × b``
+    matrix; ``None`` for other tensors or when the layout cannot be told.
+
+    Layouts: transformers' ``E × 2f × d`` (gate rows then up rows, Qwen-MoE and Mixtral as
+    loaded); ``E × d × 2f`` (gate then up columns: Llama 4, Qwen3-VL-MoE on disk); GPT-OSS
+    ``E × d × 2f`` with alternating columns.  ``d`` is the config's ``hidden_size``; when
+    ``a = b = d`` the model type decides (``E × 2f × d`` unless it is one of the column layouts).
+
+    Examples
+    --------
+    >>> cfg = {"model_type": "mixtral", "hidden_size": 32, "num_local_experts": 4}
+    >>> expert_parts("model.layers.0.mlp.experts.gate_up_proj", (4, 96, 32), cfg)
+    [('gate_proj', 0, 0, 48, 1), ('up_proj', 0, 48, 96, 1)]
+    >>> expert_parts("model.layers.0.mlp.experts.gate_up_proj", (4, 32, 96), cfg)
+    [('gate_proj', 1, 0, 48, 1), ('up_proj', 1, 48, 96, 1)]
+    >>> expert_parts("model.layers.0.mlp.experts.down_proj", (4, 32, 48), cfg) is None
+    True
+    """
+    mt = moe_tensor(name, shape, config)
+    if mt is None or not mt.fused or mt.projection != "gate_up_proj" or len(shape) != 3:
+        return None
+    c = _text_config(config)
+    d = c.get("hidden_size")
+    mtype = c.get("model_type") or config.get("model_type")
+    a, b = shape[1], shape[2]
+    if isinstance(d, int) and a == b == d:
+        axis = 1 if mtype in _EXPERTS_IN_OUT else 0
+    elif isinstance(d, int) and b == d:
+        axis = 0
+    elif isinstance(d, int) and a == d:
+        axis = 1
+    else:
+        return None
+    n = shape[1 + axis]
+    if n % 2:
+        return None
+    if mtype in _EXPERTS_INTERLEAVED:
+        return [("gate_proj", axis, 0, n, 2), ("up_proj", axis, 1, n, 2)]
+    h = n // 2
+    return [("gate_proj", axis, 0, h, 1), ("up_proj", axis, h, n, 1)]
+
+
+def check_expert_counts(base: Checkpoint, other: Checkpoint) -> None:
+    """Refuse an MoE pair whose expert counts differ, naming a tensor and its files.
+
+    Compared: the experts present per MoE module (``...experts.J...`` names), the leading
+    dimension of every fused expert tensor and the rows of every router, then the configs'
+    expert counts (:data:`EXPERT_COUNT_KEYS`).  The message starts with ``other.label``.
+    """
+    def per_expert(ck: Checkpoint) -> dict[str, dict[int, str]]:
+        out: dict[str, dict[int, str]] = {}
+        for n, t in ck.tensors.items():
+            mt = moe_tensor(n, t.shape, ck.config)
+            if t.is_float and mt is not None and mt.expert is not None:
+                m = _EXPERT_RE.search(n)
+                assert m is not None
+                out.setdefault(n[:m.start(1)], {}).setdefault(mt.expert, n)
+        return out
+
+    why = "MoE pairs with different expert counts cannot be compared"
+    xb, xo = per_expert(base), per_expert(other)
+    for mod in sorted(set(xb) | set(xo)):
+        ib, io = xb.get(mod, {}), xo.get(mod, {})
+        if set(ib) == set(io):
+            continue
+        counts = f"{mod}* holds {len(io)} experts in checkpoint {str(other.path)!r} and {len(ib)} in base"
+        extra = sorted(set(io) - set(ib))
+        if extra:
+            n = io[extra[0]]
+            raise ValueError(f"{other.label}: expert counts differ: tensor {n!r} (expert {extra[0]}) in file "
+                             f"{str(other.tensors[n].file)!r} is not in base {str(base.path)!r}; {counts}: {why}")
+        n = ib[sorted(set(ib) - set(io))[0]]
+        raise ValueError(f"{other.label}: expert counts differ: tensor {n!r} (in base file "
+                         f"{str(base.tensors[n].file)!r}) is missing from checkpoint {str(other.path)!r}; "
+                         f"{counts}: {why}")
+    for n, tb in base.tensors.items():
+        to = other.tensors.get(n)
+        mt = moe_tensor(n, tb.shape, base.config)
+        if to is None or mt is None or not tb.shape or not to.shape or tb.shape[0] == to.shape[0]:
+            continue
+        if (mt.role == "expert" and mt.expert is None) or mt.projection == "router":
+            what = "experts (leading dimension)" if mt.role == "expert" else "experts (router rows)"
+            raise ValueError(f"{other.label}: expert counts differ: tensor {n!r} holds {to.shape[0]} {what}, shape "
+                             f"{tuple(to.shape)} in file {str(to.file)!r}, but {tb.shape[0]}, shape "
+                             f"{tuple(tb.shape)} in base file {str(tb.file)!r}: {why}")
+    eb, eo = expert_count(base.config), expert_count(other.config)
+    if eb is not None and eo is not None and eb != eo:
+        named = [n for n, t in base.tensors.items() if moe_tensor(n, t.shape, base.config) is not None]
+        key = next(k for c in (_text_config(other.config), other.config) for k in EXPERT_COUNT_KEYS
+                   if isinstance(c.get(k), int) and not isinstance(c.get(k), bool))
+        tname = f" (tensor {named[0]!r} and the other MoE tensors)" if named else ""
+        raise ValueError(f"{other.label}: expert counts differ: {key} = {eo} in "
+                         f"{str(other.path / 'config.json')!r} but {eb} in base "
+                         f"{str(base.path / 'config.json')!r}{tname}: {why}")
 
 
 def verl_merge_command(actor_dir: str | Path) -> str:
@@ -548,8 +760,8 @@ def pair_tensors(base: Checkpoint, other: Checkpoint) -> tuple[list[TensorPair],
     Returns ``(pairs, skipped)``: the pairs in ``base`` file order and the names of
     non-floating-point tensors (buffers) that are not compared.  Refuses, with a message
     starting with ``other.label`` that names the tensor and the files: a different
-    ``model_type`` or ``architectures`` in ``config.json``; a tensor missing from either
-    side; a shape mismatch other than a resized vocabulary (different first dimension of an
+    ``model_type`` or ``architectures`` in ``config.json``; an MoE pair whose expert counts
+    differ (:func:`check_expert_counts`); a tensor missing from either side; a shape mismatch other than a resized vocabulary (different first dimension of an
     embedding / output head, or of any tensor whose first dimension is the vocabulary
     size of each config), whose common rows are compared.
     """
@@ -559,6 +771,7 @@ def pair_tensors(base: Checkpoint, other: Checkpoint) -> tuple[list[TensorPair],
             raise ValueError(f"{other.label}: {key} {b!r} in {str(other.path / 'config.json')!r} differs from "
                              f"{a!r} in base {str(base.path / 'config.json')!r}: different architectures "
                              f"cannot be compared")
+    check_expert_counts(base, other)
     bn = [n for n, t in base.tensors.items() if t.is_float]
     on = {n for n, t in other.tensors.items() if t.is_float}
     missing = [n for n in bn if n not in on]

@@ -8,7 +8,8 @@
               [--overwrite] [--json] [--quiet]
 
 ``weights`` (the default subcommand: ``rlvr-diff BASE RL --out DIR`` is ``rlvr-diff weights
-BASE RL --out DIR``) writes ``DIR/report.md``, ``report.html`` (self-contained),
+BASE RL --out DIR``; each ``RL`` may also be a PEFT LoRA adapter directory, measured from its
+factors by :mod:`analysis.lora`) writes ``DIR/report.md``, ``report.html`` (self-contained),
 ``report.json`` and PNGs (:mod:`analysis.weight_diff`, :mod:`analysis.report`); ``--series
 RUN_DIR`` adds the checkpoints of a run in step order (after any RL given): TRL's
 ``checkpoint-N`` and verl's ``global_step_N/actor/huggingface`` (a verl FSDP shard directory is
@@ -58,7 +59,9 @@ def _add_weights(sub: Any) -> None:
         description="Compare RL checkpoints with their base checkpoint: ΔW norms, densities, SVD / rank-1 "
                     "metrics of the output head and every weight, alignment and clustering (FADE App. 15).")
     ap.add_argument("base", metavar="BASE", help="base (SFT) checkpoint directory")
-    ap.add_argument("checkpoints", metavar="RL", nargs="*", help="RL checkpoint directories")
+    ap.add_argument("checkpoints", metavar="RL", nargs="*",
+                    help="RL checkpoint directories, or LoRA adapter directories (adapter_config.json + "
+                         "adapter_model.safetensors; ΔW = s·B·A measured from the factors)")
     ap.add_argument("--out", required=True, metavar="DIR", help="report directory (created atomically)")
     ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
     ap.add_argument("--top-k", type=int, default=64, help="singular values per weight matrix (default 64)")
@@ -175,10 +178,20 @@ def _run_weights(args: argparse.Namespace) -> int:
                   f"Inner s1/s2 = {_fmt(c['inner_s1_s2_mean'])}")
             if c.get("vocab_note"):
                 print(f"  note: {c['vocab_note']}")
+            if c.get("adapter"):
+                _print_adapter(c["adapter"])
             if c.get("dtype_differs") and c.get("rounding_floor"):
                 print(f"  dtypes differ: base {doc['base_dtype']}, checkpoint {c['dtype']}; rounding floor "
                       f"‖ΔW‖ = {_fmt(c['rounding_floor']['l2'])} (use --cast to diff at one precision)")
     return 0
+
+
+def _print_adapter(a: dict[str, Any]) -> None:
+    """One summary line for a LoRA adapter directory."""
+    dora = f", {a['n_dora']} DoRA" if a.get("n_dora") else ""
+    print(f"  LoRA adapter: {a['n_low_rank']} low-rank updates (rank {', '.join(map(str, a['ranks'])) or '—'}, "
+          f"lora_alpha {a['lora_alpha']}{', rsLoRA' if a['use_rslora'] else ''}){dora}, {a['n_full']} full "
+          f"tensors; ΔW = s·B·A measured from the factors")
 
 
 def _run_hidden_states(args: argparse.Namespace) -> int:

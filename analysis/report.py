@@ -12,8 +12,10 @@ inside go through :func:`analysis.io.atomic_write`.  JSON follows :mod:`rlvr_the
 
 The diff report opens with a verdict (OH share, head r1 and s1/s2, Inner, density, each beside
 the values of FADE's Sec. 5 output-head table, :data:`FADE_SEC5_TABLE`), then the precision of
-every checkpoint (dtype, mismatch flag, rounding floor), the summary, density, output head
-(with the orientation rule of ``u``), layers, alignment and clustering.
+every checkpoint (dtype, mismatch flag, rounding floor), the LoRA adapter (adapter directories
+only: settings, what is exact, the largest low-rank updates), the summary, density, output head
+(with the orientation rule of ``u``), layers, mixture of experts (MoE checkpoints only: the experts
+of each block aggregated, routers and shared experts, ``experts.png``), alignment and clustering.
 
 The report is drawn from the document alone (no checkpoint is re-read), so a saved
 ``report.json`` can be rendered again: ``write_report(json.load(open(p)), out)``.
@@ -540,6 +542,77 @@ def _layers(page: _Page, doc: dict, labs: list[str]) -> None:
                     _fmt(r["s1_s2"]), _pct(r["rank1_fraction"]), _pct(r["density"].get("0"))] for r in top]))
 
 
+def _plot_experts(c: dict) -> bytes | None:
+    """Share of ‖ΔW‖² of every routed expert (its matrices summed), block × expert, for one checkpoint."""
+    rows = [x for x in c.get("experts") or [] if x["layer"] is not None and x["expert"] is not None]
+    if not rows:
+        return None
+    layers = sorted({x["layer"] for x in rows})
+    n_exp = 1 + max(x["expert"] for x in rows)
+    grid = np.zeros((len(layers), n_exp))
+    for x in rows:
+        grid[layers.index(x["layer"]), x["expert"]] += 100 * x["l2_share"]
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = new_figure(7, min(8.0, 1.2 + 0.35 * len(layers)))
+    im = ax.imshow(grid, aspect="auto", cmap="viridis", interpolation="nearest")
+    every = max(1, -(-len(layers) // 24))
+    ax.set_yticks(range(0, len(layers), every), [str(i) for i in layers[::every]], fontsize=7)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("expert")
+    ax.set_ylabel("block")
+    ax.set_title("Share of ‖ΔW‖² per routed expert (%)")
+    fig.colorbar(im, ax=ax, shrink=0.9)
+    return png_bytes(fig)
+
+
+def _experts(page: _Page, doc: dict, labs: list[str]) -> None:
+    """Mixture of experts: per block, the routed experts aggregated, the routers and shared
+    experts; the expert matrices with the largest share (``report.json`` keeps every expert)."""
+    cks = [(lab, c) for lab, c in zip(labs, doc["checkpoints"]) if c.get("moe")]
+    if not cks:
+        return
+    page.add(("h2", "Mixture of experts"))
+    page.add(("p", "Per block: the routed experts' matrices aggregated (energy = Σ ‖ΔW_e‖²_F over the block's expert "
+                   "matrices, share = its share of ‖ΔW‖²; max and median of s1/s2 and r1 over the matrices that "
+                   "changed; a fused 3-D expert tensor counts as one matrix per expert, gate_up_proj as its gate and "
+                   "up parts), then the router and the shared experts, each a row of their own. report.json keeps "
+                   "every expert matrix (checkpoints[].experts: block, expert, projection)."))
+    for j, (lab, c) in enumerate(cks):
+        m = c["moe"]
+        sh = m["l2_share"]
+        page.add(("h3", f"{lab}: experts per block"))
+        page.add(("p", f"{m['n_experts']} routed experts per MoE block, {m['n_expert_matrices']} expert matrices; "
+                       f"share of ‖ΔW‖²: experts {_pct(sh['experts'])}, routers {_pct(sh['routers'])}, shared "
+                       f"experts {_pct(sh['shared_experts'])}."
+                       + (f" Fused expert tensors: {len(m['fused_tensors'])}." if m.get("fused_tensors") else "")))
+        rows = []
+        for pl in c["per_layer"]:
+            mo = pl.get("moe")
+            if not mo:
+                continue
+            e = mo["experts"]
+            rt = next((r for r in mo["routers"] if r["projection"] == "router" and len(r.get("shape") or []) == 2),
+                      None)
+            se = mo["shared_experts"]
+            rows.append([pl["layer"], e["n_experts"], e["n_matrices"], _fmt(e["energy"]), _pct(e["l2_share"]),
+                         _fmt(e["s1_s2_max"]), _fmt(e["s1_s2_median"]), _pct(e["rank1_fraction_max"]),
+                         _pct(e["rank1_fraction_median"]), _fmt(rt["s1_s2"]) if rt else "—",
+                         _pct(sum(r["l2_share"] for r in mo["routers"])) if mo["routers"] else "—",
+                         _pct(se["l2_share"]) if se else "—"])
+        page.add(("table", ["block", "experts", "matrices", "Σ‖ΔW_e‖²", "share", "max s1/s2", "median s1/s2",
+                            "max r1", "median r1", "router s1/s2", "router share", "shared share"], rows))
+        top = sorted((x for x in c["experts"] if x["l2"] > 0), key=lambda x: -(x["l2_share"] or 0))[:12]
+        page.add(("p", f"{lab}: the expert matrices with the largest share of ‖ΔW‖² ({len(top)} shown of "
+                       f"{len(c['experts'])}; unchanged ones left out):"))
+        page.add(("table", ["block", "expert", "projection", "tensor", "‖ΔW‖_F", "share", "s1/s2", "rank-1%"],
+                  [[x["layer"], x["expert"], x["projection"],
+                    x["name"] + (f" [{x['index']}]" if x.get("index") is not None else ""), _fmt(x["l2"]),
+                    _pct(x["l2_share"]), _fmt(x["s1_s2"]), _pct(x["rank1_fraction"])] for x in top]))
+        if j == len(cks) - 1:
+            page.img("experts.png", _plot_experts(c), f"{lab}: share of ‖ΔW‖² per routed expert and block.")
+
+
 def _alignment(page: _Page, doc: dict, labs: list[str]) -> None:
     """|cos| of leading singular vectors against the last checkpoint (FADE Table 12); several checkpoints only."""
     al = doc.get("alignment")
@@ -580,8 +653,41 @@ def _clustering(page: _Page, doc: dict, labs: list[str]) -> None:
     page.img("clustering.png", _plot_clustering(doc), "Cosine similarity of the flattened ΔW and the dendrogram.")
 
 
+def _lora(page: _Page, doc: dict, labs: list[str]) -> None:
+    """LoRA adapters (adapter directories only): settings, what is exact, the largest updates."""
+    cks = [(lab, c) for lab, c in zip(labs, doc["checkpoints"]) if c.get("adapter")]
+    if not cks:
+        return
+    page.add(("h2", "LoRA adapter"))
+    page.add(("p", "ΔW = s·B·A of every target module (s = lora_alpha/r, lora_alpha/√r with rsLoRA; per module from "
+                   "rank_pattern / alpha_pattern; transposed for fan_in_fan_out (GPT-2 Conv1D) and embeddings), "
+                   "measured from the factors without forming ΔW: norms, singular values, s1/s2, r1 and u, v from "
+                   "the r × r core of the QR factorisations of B and Aᵀ (exact; the singular values beyond r are "
+                   "0). Densities count the entries of s·B·A, formed one float32 row block at a time. "
+                   "DoRA weights (W' = diag(m/‖W + s·B·A‖_row)·(W + s·B·A): not low rank), modules_to_save and "
+                   "trained biases are diffed densely; every other tensor has ΔW = 0. "
+                   "This is the exact update: a merged bfloat16 checkpoint (merge_and_unload) rounds W + s·B·A, "
+                   "which moves small entries, the densities and the smallest singular values."))
+    for lab, c in cks:
+        a = c["adapter"]
+        page.add(("table", ["checkpoint", "adapter", "r (stored)", "lora_alpha", "rsLoRA", "low-rank updates",
+                            "DoRA", "full tensors", "lora_bias", "factors dtype", "trained on"],
+                  [[lab, a["path"], f"{a['r']} ({', '.join(map(str, a['ranks'])) or '—'})", a["lora_alpha"],
+                    "yes" if a["use_rslora"] else "no", a["n_low_rank"], a.get("n_dora", 0), a["n_full"],
+                    a["n_lora_bias"],
+                    a["factors_dtype"], a.get("base_model_name_or_path") or "—"]]))
+        low = sorted((r for r in c["layers"] if r.get("low_rank")), key=lambda r: -(r["l2_share"] or 0))[:12]
+        if low:
+            page.add(("p", f"{lab}: the adapter's updates (LoRA, DoRA) with the largest share of ‖ΔW‖²:"))
+            page.add(("table", ["tensor", "rank", "scale s", "‖ΔW‖_F", "share", "s1/s2", "rank-1%", "density > 1e-05"],
+                      [[r["name"], r["low_rank"]["rank"], _fmt(r["low_rank"]["scale"]), _fmt(r["l2"]),
+                        _pct(r["l2_share"]), _fmt(r["s1_s2"]), _pct(r["rank1_fraction"]),
+                        _pct(r["density"].get("1e-05"))] for r in low]))
+
+
 #: the sections of a diff report, in order
-_SECTIONS = (_verdict, _overview, _precision, _summary, _density, _output_head, _layers, _alignment, _clustering)
+_SECTIONS = (_verdict, _overview, _precision, _lora, _summary, _density, _output_head, _layers, _experts, _alignment,
+             _clustering)
 
 
 def _blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:

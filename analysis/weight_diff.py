@@ -49,6 +49,17 @@ coarser dtype), per tensor and overall; ``cast=`` rounds both sides to one preci
 Fused projections (Phi-3 ``qkv_proj``/``gate_up_proj``, GPT-2 ``c_attn``) are measured as stored
 and per part (:func:`analysis.checkpoints.fused_parts`).
 
+Mixture of experts (:func:`analysis.checkpoints.moe_tensor`): every expert matrix is measured, a
+fused 3-D expert tensor (``experts.gate_up_proj`` of shape ``E × 2f × d`` or ``E × d × 2f``) expert by
+expert and ``gate_up_proj`` per gate/up part; the checkpoint's ``experts`` list keeps every expert
+matrix (block, expert, projection), ``per_layer[l]["moe"]`` aggregates the block's experts
+(:data:`MOE_AGGREGATION`) beside its routers and shared experts, each a row of their own.
+
+LoRA adapters: a ``checkpoints`` entry may be a PEFT LoRA adapter directory
+(``adapter_config.json`` + ``adapter_model.safetensors``, all entries adapters or none); each
+``ΔW = s·B·A`` is measured from its factors without forming it (:mod:`analysis.lora`), under the
+same metric names, ``modules_to_save`` diffed densely, every other tensor ``ΔW = 0``.
+
 Entry points: :func:`diff` (the report document, ``report.json``) and :func:`series`.
 """
 
@@ -68,15 +79,18 @@ import torch
 
 from rlvr_theory import checks
 
-from . import spectra
+from . import lora, spectra
 from .checkpoints import (
     DTYPE_NAMES,
     Checkpoint,
     TensorPair,
+    expert_count,
+    expert_parts,
     fused_parts,
     has_tokenizer,
     is_conv1d,
     load_tokenizer,
+    moe_tensor,
     open_checkpoint,
     pair_tensors,
     resolve_checkpoint_dir,
@@ -88,7 +102,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["diff", "series", "to_frame", "u_statistics", "TOLERANCES", "SRANK_DELTAS", "ENERGY_FRACTIONS", "thirds",
-           "LAYERS", "CASTS", "U_ORIENTATION", "TOKENIZER_MIN_COVERAGE"]
+           "LAYERS", "CASTS", "U_ORIENTATION", "TOKENIZER_MIN_COVERAGE", "MOE_AGGREGATION"]
 
 #: density thresholds |ΔW| > tol
 TOLERANCES = (0.0, 1e-5, 1e-4, 1e-3)
@@ -555,7 +569,8 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         Base (SFT) checkpoint directory (``config.json`` + ``model.safetensors`` or shards).
     checkpoints : sequence of str
         One or more RL checkpoint directories of the same architecture (e.g. several runs,
-        or :func:`series` of one run in step order).
+        or :func:`series` of one run in step order), or one or more PEFT LoRA adapter
+        directories trained on ``base`` (:mod:`analysis.lora`; not mixed with checkpoints).
     device : "auto", "cpu", "cuda", "cuda:N"
         Where differences, reductions and SVDs run (``"auto"``: CUDA when available).
         Numbers agree across devices to float rounding.
@@ -628,11 +643,12 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     dev = resolve_device(device)
     ops = _Ops(dev, cast)
     b = open_checkpoint(base, "base")
-    cks = [open_checkpoint(p, f"checkpoints[{i}]") for i, p in enumerate(paths)]
+    adapters = _open_adapters(b, paths, cast)   # LoRA adapter directories (all or none)
+    cks = adapters or [open_checkpoint(p, f"checkpoints[{i}]") for i, p in enumerate(paths)]
     all_pairs = []
     skipped: list[str] = []
     for ck in cks:
-        pairs, skipped = pair_tensors(b, ck)
+        pairs, skipped = pair_tensors(b, b if adapters else ck)
         all_pairs.append(pairs)
     if b.head is None:
         raise ValueError(f"base: no output head found in {str(b.path)!r} (looked for lm_head.weight, "
@@ -672,7 +688,9 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     if dev.type == "cpu":
         stack.enter_context(_blas_threads(CPU_BLAS_THREADS))
     try:
-        for name in names:
+        if adapters:
+            _adapter_pass(runs, adapters, b, names, ops, dev, top_k, layers, full_spectrum, cross, bar)
+        for name in ([] if adapters else names):
             rows_needed = max(r.pairs[name].rows for r in runs)
             B = ops.load(b, name, 0, rows_needed)
             base_l2: dict[int, float] = {}
@@ -737,12 +755,198 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         "clustering": _clustering(runs, cross, b, paths) if cross is not None else None,
         "skipped_tensors": skipped,
     }
+    if adapters:
+        _adapter_notes(doc, adapters)
     doc["timing_s"] = time.perf_counter() - t0
     doc["run"] = run_metadata({"base": str(base), "checkpoints": paths, "device": str(device), "top_k": top_k,
                                "layers": layers, "tokenizer": None if tokenizer is None else str(tokenizer),
                                "full_spectrum": bool(full_spectrum), "cast": cast}, seed=None,
                               device=doc["device"])
     return doc
+
+
+# ------------------------------------------------------- LoRA adapters
+def _is_adapter(path: str) -> bool:
+    """A LoRA adapter directory (``adapter_config.json``), not a full checkpoint that has one too."""
+    p = Path(path)
+    return lora.is_adapter_dir(p) and not (p / "model.safetensors").is_file() \
+        and not (p / "model.safetensors.index.json").is_file()
+
+
+def _open_adapters(b: Checkpoint, paths: list[str], cast: str | None) -> list[lora.Adapter]:
+    """The adapters of ``paths`` validated against ``b`` (:func:`analysis.lora.open_adapter`), or ``[]``
+    when none is an adapter directory; adapters and full checkpoints are not mixed in one diff."""
+    flags = [_is_adapter(p) for p in paths]
+    if not any(flags):
+        return []
+    if not all(flags):
+        i, j = flags.index(False), flags.index(True)
+        raise ValueError(f"checkpoints[{i}]: {paths[i]!r} is a full checkpoint but checkpoints[{j}] {paths[j]!r} is "
+                         f"a LoRA adapter directory: diff adapters and full checkpoints in separate runs")
+    if cast is not None:
+        raise ValueError(f"cast: {cast!r} applies to two stored checkpoints; a LoRA adapter's ΔW = s·B·A is "
+                         f"measured exactly from its factors (leave cast unset)")
+    return [lora.open_adapter(p, b, f"checkpoints[{i}]") for i, p in enumerate(paths)]
+
+
+def _adapter_dense(a: lora.Adapter, b: Checkpoint, name: str, B: Any, ops: _Ops) -> Any:
+    """``ΔW`` of a tensor an adapter stores whole (``modules_to_save``, trained bias) or updates by
+    ``lora_bias``, as the dense diff computes it (float32 difference of the stored values)."""
+    if name in a.bias_deltas:
+        D = a.bias_delta(name)
+        return torch.from_numpy(D).to(ops.dev) if ops.torch else D
+    t = a.read_full(name)
+    if not bool(torch.isfinite(t.to(torch.float64)).all()):
+        raise ValueError(f"{a.label}: tensor {a.full[name]!r} in file {str(a.file)!r} holds non-finite values")
+    x = t if t.dtype == torch.float64 else t.to(torch.float32)
+    X = x.to(ops.dev) if ops.torch else x.numpy().copy()
+    return ops.sub_(X, B)
+
+
+def _adapter_pass(runs: list[_Run], adapters: list[lora.Adapter], b: Checkpoint, names: list[str], ops: _Ops,
+                  dev: torch.device, top_k: int, layers: str, full_spectrum: bool,
+                  cross: dict[str, Any] | None, bar: Any) -> None:
+    """The records of LoRA adapters, tensor by tensor: low-rank updates from their factors
+    (:func:`_measure_low_rank`), full tensors with :func:`_measure`, the rest ΔW = 0.  The base
+    is read once per tensor for ‖W_base‖ (:func:`analysis.lora.stored_norm`, relative error ≲ 1e-6; the
+    exact float64 path of the dense diff where it declines) and for the full tensors' difference."""
+    n = len(runs)
+    for name in names:
+        B = None   # the base as float, read only for a tensor an adapter stores whole
+        base_l2 = lora.stored_norm(b.read(name)) if b.info(name).is_float else None
+        if base_l2 is None:
+            B = ops.load(b, name)
+            base_l2 = ops.stats(B, counts=False)[0]
+        upd: list[Any] = []
+        for r, a in zip(runs, adapters):
+            p = r.pairs[name]
+            if name in a.dora:   # DoRA: W' − W is not low rank, formed in float64 and diffed densely
+                if B is None:
+                    B = ops.load(b, name)
+                D = a.dora_update(name, B.cpu().numpy() if ops.torch else B)
+                D = torch.from_numpy(D).to(ops.dev) if ops.torch else D
+                _measure(r, p, D, base_l2, ops, dev, top_k, layers, full_spectrum, vectors=n >= 2)
+                r.records[-1]["adapter_tensor"] = "dora"
+                r.records[-1]["low_rank"] = dict(a.low_rank[name].info(), dora=True)
+                upd.append((D.cpu().numpy() if ops.torch else D) if n >= 2 else None)
+                del D
+            elif name in a.low_rank:
+                f = a.factors(name)
+                _measure_low_rank(r, p, f, a.low_rank[name].info(), base_l2, ops, dev, top_k, layers,
+                                  full_spectrum, n >= 2)
+                upd.append(f)
+            elif name in a.full or name in a.bias_deltas:
+                if B is None:
+                    B = ops.load(b, name)
+                D = _adapter_dense(a, b, name, B, ops)
+                _measure(r, p, D, base_l2, ops, dev, top_k, layers, full_spectrum, vectors=n >= 2)
+                r.records[-1]["adapter_tensor"] = "lora_bias" if name in a.bias_deltas else "full"
+                upd.append((D.cpu().numpy() if ops.torch else D) if n >= 2 else None)
+                del D
+            else:
+                _measure_low_rank(r, p, None, None, base_l2, ops, dev, top_k, layers, full_spectrum, n >= 2)
+                upd.append(None)
+            if bar is not None:
+                bar.update(1)
+        del B
+        if cross is not None:
+            sh = _shifts(runs)
+            G = np.array([[lora.low_rank_inner(x, y) for y in upd] for x in upd])
+            with np.errstate(under="ignore"):
+                cross[name] = (np.ldexp(G, -(np.array(sh)[:, None] + np.array(sh)[None, :])), sh)
+
+
+def _low_rank_part(f: tuple[np.ndarray, np.ndarray, float], part: str, axis: int, a: int, z: int) -> dict[str, Any]:
+    """Norm and SVD metrics of rows (``axis`` 0) or columns ``a:z`` of ``scale·L·R`` (still low rank)."""
+    L, R, s = f
+    sub = (L[a:z], R, s) if axis == 0 else (L, R[:, a:z], s)
+    spec = lora.low_rank_spectrum(*sub)
+    shape = [z - a, R.shape[1]] if axis == 0 else [L.shape[0], z - a]
+    out: dict[str, Any] = {"part": part, "axis": axis, "start": a, "stop": z, "shape": shape, "l2": spec.fro_norm,
+                           "s1": None, "s2": None, "s1_s2": None, "rank1_fraction": None}
+    if spec.fro_norm > 0:
+        out.update({"s1": float(spec.s[0]), "s2": float(spec.s[1]) if len(spec.s) > 1 else 0.0,
+                    "s1_s2": _finite(spectra.s1_s2(spec)), "rank1_fraction": spectra.rank1_fraction(spec)})
+    return out
+
+
+def _measure_low_rank(r: _Run, p: TensorPair, f: tuple[np.ndarray, np.ndarray, float] | None,
+                      info: dict[str, Any] | None, base_l2: float, ops: _Ops, dev: torch.device, top_k: int,
+                      layers: str, full_spectrum: bool, vectors: bool) -> None:
+    """The record of :func:`_measure` for ``ΔW = scale·L·R`` given by its factors ``f`` (``None``:
+    ΔW = 0): norm and spectrum from the QR core (:func:`analysis.lora.low_rank_spectrum`), entry
+    counts from float32 row blocks (:func:`analysis.lora.low_rank_counts`)."""
+    size = int(math.prod(p.compared_shape)) if p.compared_shape else 1
+    is_head = p.kind == "head"
+    two_d = len(p.shape) == 2 and min(p.compared_shape) >= 1 and (layers == "all" or is_head)
+    full = is_head or full_spectrum
+    spec = None
+    if f is None:
+        l2, cnt = 0.0, [0] * len(TOLERANCES)
+    else:
+        d = min(p.compared_shape)
+        nv = 1 if (is_head or vectors) and two_d else 0
+        spec = lora.low_rank_spectrum(*f, None if full else min(top_k, d), n_vectors=nv)
+        l2 = spec.fro_norm
+        cnt = lora.low_rank_counts(*f, ops.t32) if l2 > 0 else [0] * len(TOLERANCES)
+    r.l2 = math.hypot(r.l2, l2)
+    r.base_l2 = math.hypot(r.base_l2, base_l2)
+    r.count += size
+    r.above = [x + c for x, c in zip(r.above, cnt)]
+    rec: dict[str, Any] = {
+        "name": p.name, "kind": p.kind, "layer": p.layer, "shape": list(p.shape),
+        "rows_compared": p.rows, "l2": l2, "base_l2": base_l2,
+        "relative_l2": l2 / base_l2 if base_l2 > 0 else None,
+        "l2_share": None,
+        "density": {_key(t): c / size for t, c in zip(TOLERANCES, cnt)},
+        "s1": None, "s2": None, "s1_s2": None, "rank1_fraction": None, "stable_rank": None,
+    }
+    if info is not None:
+        rec["low_rank"] = info
+    if two_d:
+        if spec is None or l2 == 0.0:
+            rec["note"] = "unchanged (ΔW = 0): SVD metrics undefined"
+        else:
+            s = spec.s
+            rec.update({"s1": float(s[0]), "s2": float(s[1]) if len(s) > 1 else 0.0,
+                        "s1_s2": _finite(spectra.s1_s2(spec)), "rank1_fraction": spectra.rank1_fraction(spec),
+                        "stable_rank": spectra.stable_rank(spec), "n_singular_values": int(len(s))})
+            if full:
+                rec["effective_rank"] = spectra.effective_rank(spec)
+                rec["srank"] = {_key(dl): int(kv) for dl, kv in
+                                zip(SRANK_DELTAS, np.atleast_1d(spectra.srank(spec, list(SRANK_DELTAS))))}
+            if is_head:
+                rec["singular_values"] = [float(x) for x in s]
+            else:
+                rec["top_singular_values"] = [float(x) for x in s[:top_k]]
+            if spec.u is not None and spec.v is not None:
+                keep_dt = np.float64 if is_head else np.float32
+                r.vectors[p.name] = (spec.u[:, 0].astype(keep_dt), spec.v[:, 0].astype(keep_dt))
+            parts = fused_parts(p.name, p.compared_shape, r.ck.config) if layers == "all" else None
+            if parts and f is not None:
+                rec["parts"] = [_low_rank_part(f, part, axis, a, z) for part, axis, a, z in parts]
+    if len(p.shape) == 2 and is_conv1d(p.name, r.ck.config):
+        rec["stored_transposed"] = True
+    r.records.append(rec)
+
+
+def _adapter_notes(doc: dict[str, Any], adapters: list[lora.Adapter]) -> None:
+    """Each adapter's summary (``checkpoints[i].adapter``) and what its numbers mean."""
+    doc["settings"]["adapters"] = True
+    for c, a in zip(doc["checkpoints"], adapters):
+        c["adapter"] = a.summary()
+        c["dtype_differs"] = False
+        ranks = ", ".join(str(x) for x in c["adapter"]["ranks"]) or "—"
+        c["notes"].append(
+            f"LoRA adapter ({a.adapter_config.get('peft_type')}, rank {ranks}, lora_alpha "
+            f"{a.adapter_config.get('lora_alpha')}{', rsLoRA' if a.adapter_config.get('use_rslora') else ''}): "
+            f"ΔW = s·B·A of {len(a.low_rank) - len(a.dora)} weights measured from the factors without forming ΔW "
+            f"(spectrum from the QR core, exact); densities count the entries of s·B·A in float32 row blocks; "
+            f"{len(a.dora)} DoRA weights (W' = diag(m/‖W + s·B·A‖_row)·(W + s·B·A), not low rank) formed in float64 "
+            f"and diffed densely; "
+            f"{len(a.full)} full tensors (modules_to_save, trained biases) and {len(a.bias_deltas)} lora_bias "
+            f"updates diffed densely; every other tensor has ΔW = 0. This is the exact update: a checkpoint "
+            f"merged in bfloat16 rounds W + s·B·A, which shifts small entries and the densities.")
 
 
 def _shifts(runs: list[_Run]) -> list[int]:
@@ -849,6 +1053,7 @@ def _measure(r: _Run, p: TensorPair, D: Any, base_l2: float, ops: _Ops, dev: tor
                                 for part, axis, a, z in parts]
     if len(p.shape) == 2 and is_conv1d(p.name, r.ck.config):
         rec["stored_transposed"] = True   # GPT-2 Conv1D: in × out
+    _moe_measure(r, p, D, rec, ops, dev, top_k, layers, full_spectrum)
     r.records.append(rec)
 
 
@@ -956,7 +1161,161 @@ def _finish(r: _Run, b: Checkpoint, tok: Any, cast: str | None = None, tok_known
         "notes": r.notes + ([f"{n_inf} block matrices have σ2 = 0 (s1/s2 infinite), left out of "
                              f"inner_s1_s2_mean"] if n_inf else []),
     }
+    _moe_finish(out, r.ck.config)
     return out
+
+
+# ------------------------------------------------------------ mixture of experts
+#: what the per-layer expert aggregates are, stated in report.json and the report
+MOE_AGGREGATION = ("per block, over the routed experts' matrices (a fused gate_up_proj counts as its gate and up "
+                   "parts): energy = Σ ‖ΔW_e‖²_F and l2_share = Σ of the shares; max and median of s1/s2 and of "
+                   "r1 over the matrices that changed (ΔW ≠ 0; an exactly rank-1 ΔW has no finite s1/s2); "
+                   "n_experts = distinct expert indices. Routers and shared experts are their own rows.")
+
+
+def _matrix_metrics(M: Any, ops: _Ops, dev: torch.device, top_k: int, full_spectrum: bool,
+                    svd: bool) -> dict[str, Any]:
+    """Norm, densities and SVD metrics of one expert matrix (a slice of a fused 3-D ``ΔW``)."""
+    M = M.contiguous() if ops.torch else np.ascontiguousarray(M)
+    l2, cnt = ops.stats(M)
+    size = int(math.prod(M.shape))
+    out: dict[str, Any] = {"shape": [int(x) for x in M.shape], "l2": l2,
+                           "density": {_key(t): c / size for t, c in zip(TOLERANCES, cnt)},
+                           "s1": None, "s2": None, "s1_s2": None, "rank1_fraction": None, "stable_rank": None}
+    if svd and cnt[0] > 0 and min(M.shape) >= 1:
+        k = None if full_spectrum else min(top_k, min(M.shape))
+        spec = spectra.spectrum(M, k, device=dev)
+        s = spec.s
+        out.update({"s1": float(s[0]), "s2": float(s[1]) if len(s) > 1 else 0.0,
+                    "s1_s2": _finite(spectra.s1_s2(spec)), "rank1_fraction": spectra.rank1_fraction(spec),
+                    "stable_rank": spectra.stable_rank(spec)})
+    return out
+
+
+def _moe_measure(r: _Run, p: TensorPair, D: Any, rec: dict[str, Any], ops: _Ops, dev: torch.device,
+                 top_k: int, layers: str, full_spectrum: bool) -> None:
+    """The MoE role of a record (``moe``, ``expert``, ``projection``); a fused 3-D expert tensor is
+    measured expert by expert (and per gate/up part), kept under ``_experts`` until :func:`_moe_finish`."""
+    mt = moe_tensor(p.name, p.shape, r.ck.config)
+    if mt is None:
+        return
+    rec["moe"] = mt.role
+    rec["projection"] = mt.projection
+    if mt.expert is not None:
+        rec["expert"] = mt.expert
+    if not mt.fused or len(p.compared_shape) != 3:
+        return
+    parts = expert_parts(p.name, p.shape, r.ck.config)
+    rec["n_experts"] = int(p.compared_shape[0])
+    rec["expert_parts"] = ([{"projection": q, "axis": ax, "start": a, "stop": z, "step": st}
+                            for q, ax, a, z, st in parts] if parts else None)
+    per = []
+    for j in range(rec["n_experts"]):
+        M = D[j]   # with parts, only the parts' spectra are reported: the whole matrix gets no SVD
+        row = _matrix_metrics(M, ops, dev, top_k, full_spectrum, svd=layers == "all" and not parts)
+        if parts:
+            row["parts"] = []
+            for q, ax, a, z, st in parts:
+                sub = M[a:z:st] if ax == 0 else M[:, a:z:st]
+                row["parts"].append(dict(_matrix_metrics(sub, ops, dev, top_k, full_spectrum, svd=layers == "all"),
+                                         projection=q, axis=ax, start=a, stop=z, step=st))
+        per.append(row)
+    rec["_experts"] = per
+
+
+_EXPERT_ROW_KEYS = ("shape", "l2", "density", "s1", "s2", "s1_s2", "rank1_fraction", "stable_rank")
+
+
+def _expert_stats(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Energy (sum), share (sum), max and median of s1/s2 and r1 over expert-matrix rows."""
+    s12 = [x["s1_s2"] for x in rows if x["s1_s2"] is not None]
+    r1 = [x["rank1_fraction"] for x in rows if x["rank1_fraction"] is not None]
+    l2 = math.hypot(*(x["l2"] for x in rows)) if rows else 0.0
+    return {"n_experts": len({x["expert"] for x in rows}), "n_matrices": len(rows),
+            "n_changed": sum(1 for x in rows if x["l2"] > 0), "l2": l2, "energy": l2 * l2,
+            "l2_share": float(sum(x["l2_share"] for x in rows)),
+            "s1_s2_max": max(s12) if s12 else None, "s1_s2_median": float(np.median(s12)) if s12 else None,
+            "rank1_fraction_max": max(r1) if r1 else None,
+            "rank1_fraction_median": float(np.median(r1)) if r1 else None}
+
+
+def _moe_finish(out: dict[str, Any], config: dict) -> None:
+    """MoE entries of a checkpoint's document: ``experts`` (every expert matrix: block, expert,
+    projection), ``per_layer[i]["moe"]`` (the block's experts aggregated, its routers and shared
+    experts) and ``moe`` (totals); block and inner means then count the matrices of fused experts."""
+    recs = out["layers"]
+    if not any("moe" in rec for rec in recs):
+        return
+    total = out["global_l2"]
+    rows: list[dict[str, Any]] = []
+    fused_rows: list[dict[str, Any]] = []
+    for rec in recs:
+        if rec.get("moe") != "expert":
+            continue
+        per = rec.pop("_experts", None)
+        if per is None:
+            if len(rec["shape"]) == 2:
+                rows.append({"layer": rec["layer"], "expert": rec.get("expert"), "projection": rec["projection"],
+                             "name": rec["name"], "index": None, "part": None,
+                             **{k: rec.get(k) for k in _EXPERT_ROW_KEYS}})
+            continue
+        for j, e in enumerate(per):
+            for pt in e.get("parts") or [dict(e, projection=rec["projection"])]:
+                part = ({k: pt[k] for k in ("axis", "start", "stop", "step")} if "axis" in pt else None)
+                row = {"layer": rec["layer"], "expert": j, "projection": pt["projection"], "name": rec["name"],
+                       "index": j, "part": part, **{k: pt.get(k) for k in _EXPERT_ROW_KEYS}}
+                rows.append(row)
+                fused_rows.append(row)
+    for row in rows:
+        row["l2_share"] = (row["l2"] / total) ** 2 if total > 0 else 0.0
+    rows.sort(key=lambda x: (-1 if x["layer"] is None else x["layer"], x["expert"] if x["expert"] is not None else -1,
+                             x["projection"] or ""))
+    out["experts"] = rows
+
+    def side(role: str, i: int | None) -> list[dict[str, Any]]:
+        return [rec for rec in recs if rec.get("moe") == role and rec["layer"] == i]
+
+    for pl in out["per_layer"]:
+        i = pl["layer"]
+        er = [x for x in rows if x["layer"] == i]
+        routers, shared = side("router", i), side("shared_expert", i)
+        if not (er or routers or shared):
+            pl["moe"] = None
+            continue
+        by_proj = {q: _expert_stats([x for x in er if x["projection"] == q])
+                   for q in sorted({x["projection"] for x in er})}
+        pl["moe"] = {
+            "experts": dict(_expert_stats(er), by_projection=by_proj),
+            "routers": [{k: rec.get(k) for k in ("name", "projection", "shape", "l2", "l2_share", "s1", "s2", "s1_s2",
+                                                  "rank1_fraction")} for rec in routers],
+            "shared_experts": ({"names": [rec["name"] for rec in shared],
+                                "l2": math.hypot(*(rec["l2"] for rec in shared)),
+                                "l2_share": float(sum(rec["l2_share"] for rec in shared)),
+                                "s1_s2_max": max((rec["s1_s2"] for rec in shared if rec["s1_s2"] is not None),
+                                                 default=None)} if shared else None),
+        }
+        if fused_rows:   # the block's means count each fused expert matrix as a matrix of its own
+            fr = [x for x in fused_rows if x["layer"] == i]
+            lr = [rec for rec in recs if rec["layer"] == i]
+            s12 = [x["s1_s2"] for x in lr + fr if x["s1_s2"] is not None]
+            r1 = [x["rank1_fraction"] for x in lr + fr if x["rank1_fraction"] is not None]
+            pl.update({"s1_s2_mean": float(np.mean(s12)) if s12 else None,
+                       "rank1_fraction_mean": float(np.mean(r1)) if r1 else None, "n_matrices": len(s12)})
+    if fused_rows:
+        inner = [rec for rec in recs if rec["kind"] == "block"] + [x for x in fused_rows if x["layer"] is not None]
+        s12 = [x["s1_s2"] for x in inner if x["s1_s2"] is not None]
+        r1 = [x["rank1_fraction"] for x in inner if x["rank1_fraction"] is not None]
+        out.update({"inner_s1_s2_mean": float(np.mean(s12)) if s12 else None,
+                    "inner_rank1_fraction_mean": float(np.mean(r1)) if r1 else None, "inner_n_matrices": len(s12)})
+    share = {role: float(sum(rec["l2_share"] for rec in recs if rec.get("moe") == role))
+             for role in ("expert", "router", "shared_expert")}
+    moe_layers = [pl["layer"] for pl in out["per_layer"] if pl.get("moe")]
+    out["moe"] = {"n_experts": expert_count(config) or (max((x["expert"] for x in rows), default=-1) + 1),
+                  "layers": moe_layers, "n_expert_matrices": len(rows),
+                  "l2_share": {"experts": share["expert"], "routers": share["router"],
+                               "shared_experts": share["shared_expert"]},
+                  "fused_tensors": sorted({x["name"] for x in fused_rows}),
+                  "aggregation": MOE_AGGREGATION}
 
 
 # ------------------------------------------------ across checkpoints / runs

@@ -1,7 +1,7 @@
 """Benchmark: checkpoint diff of a Qwen2.5-shaped random bf16 pair.
 
     python benchmarks/bench_diff.py [--shape 0.5b|7b|tiny] [--device auto|cpu|cuda] [--top-k 64]
-        [--workdir DIR] [--no-baseline] [--record]
+        [--workdir DIR] [--no-baseline] [--record] [--lora RANK]
 
 Builds (once, cached in ``--workdir``) a base and an "RL" checkpoint with the tensor names
 and shapes of Qwen2.5-0.5B (24 layers, d = 896, vocab 151,936, tied head), Qwen2.5-7B
@@ -22,7 +22,14 @@ variant; page cache warm in both, as the checkpoints were just written or read):
   norms and densities (skip with ``--no-baseline``).
 
 Prints time, peak RSS and peak-RSS growth over the imports of each, and the ratios
-transformers / ours.  ``--record`` (default for ``--shape 7b``) writes the numbers with
+transformers / ours.
+
+``--lora RANK`` times a LoRA adapter instead: only the base is built, and a synthetic
+rank-``RANK`` adapter on every linear layer of the blocks (q, k, v, o, gate, up, down;
+``lora_alpha = 2·RANK``, bf16 factors, random nonzero ``B``) is written directly as
+``adapter_config.json`` + ``adapter_model.safetensors`` (no peft needed); the variants are
+``read`` (every tensor of the base) and ``lora`` (``analysis.weight_diff.diff(base, [adapter])``),
+recorded (``--record``, default for ``7b``) in ``bench_diff_lora<RANK>_<shape>_<device>.json``.  ``--record`` (default for ``--shape 7b``) writes the numbers with
 the device into ``benchmarks/results/bench_diff_<shape>_<device>.json``.
 """
 
@@ -94,8 +101,10 @@ def config(shape: str) -> dict:
             "bos_token_id": 0, "eos_token_id": 1}
 
 
-def build_pair(shape: str, workdir: Path, seed: int = 0, shard_bytes: int = 2 << 30) -> tuple[Path, Path]:
-    """Write base and RL checkpoints (bf16, sharded, with index) unless already there."""
+def build_pair(shape: str, workdir: Path, seed: int = 0, shard_bytes: int = 2 << 30,
+               with_rl: bool = True) -> tuple[Path, Path]:
+    """Write base and RL checkpoints (bf16, sharded, with index) unless already there
+    (``with_rl=False``: the base only, as ``--lora`` needs)."""
     import torch
     from safetensors.torch import save_file
 
@@ -103,10 +112,14 @@ def build_pair(shape: str, workdir: Path, seed: int = 0, shard_bytes: int = 2 <<
     stamp = workdir / f"{shape}.done"
     if stamp.exists() and (base / "config.json").exists() and (rl / "config.json").exists():
         return base, rl
+    base_stamp = workdir / f"{shape}_base.done"
+    if not with_rl and base_stamp.exists() and (base / "config.json").exists():
+        return base, rl
     gen = torch.Generator().manual_seed(seed)
     shapes = tensor_shapes(shape)
     head = "model.embed_tokens.weight" if SHAPES[shape][6] else "lm_head.weight"
-    for d in (base, rl):
+    dirs = (base, rl) if with_rl else (base,)
+    for d in dirs:
         d.mkdir(parents=True, exist_ok=True)
         (d / "config.json").write_text(json.dumps(config(shape), indent=1))
     size = 0
@@ -138,12 +151,43 @@ def build_pair(shape: str, workdir: Path, seed: int = 0, shard_bytes: int = 2 <<
             tr[name] = (w + noise).bfloat16()
             weight_map[name] = fn
         save_file(tb, str(base / fn), metadata={"format": "pt"})
-        save_file(tr, str(rl / fn), metadata={"format": "pt"})
+        if with_rl:
+            save_file(tr, str(rl / fn), metadata={"format": "pt"})
         del tb, tr
-    for d in (base, rl):
+    for d in dirs:
         (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
-    stamp.write_text("ok")
+    (stamp if with_rl else base_stamp).write_text("ok")
     return base, rl
+
+
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def build_lora(shape: str, rank: int, workdir: Path, seed: int = 1) -> Path:
+    """A PEFT-format LoRA adapter of rank ``rank`` on every linear layer of the blocks (bf16,
+    ``lora_alpha = 2·rank``, ``A ~ N(0, 1/in)``, ``B ~ N(0, 1e-4)``), written with safetensors."""
+    import torch
+    from safetensors.torch import save_file
+
+    out = workdir / f"{shape}_lora{rank}"
+    if (out / "adapter_model.safetensors").exists() and (out / "adapter_config.json").exists():
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for name, shp in tensor_shapes(shape).items():
+        if len(shp) == 2 and name.split(".")[-2] in LORA_TARGETS:
+            mod = "base_model.model." + name[:-len(".weight")]
+            fout, fin = shp
+            tensors[mod + ".lora_A.weight"] = (torch.randn(rank, fin, generator=gen) / fin ** 0.5).bfloat16()
+            tensors[mod + ".lora_B.weight"] = (1e-2 * torch.randn(fout, rank, generator=gen)).bfloat16()
+    save_file(tensors, str(out / "adapter_model.safetensors"), metadata={"format": "pt"})
+    (out / "adapter_config.json").write_text(json.dumps({
+        "peft_type": "LORA", "r": rank, "lora_alpha": 2 * rank, "target_modules": list(LORA_TARGETS),
+        "fan_in_fan_out": False, "use_rslora": False, "use_dora": False, "bias": "none", "rank_pattern": {},
+        "alpha_pattern": {}, "modules_to_save": None, "base_model_name_or_path": str(workdir / f"{shape}_base"),
+        "task_type": "CAUSAL_LM"}, indent=1))
+    return out
 
 
 # ------------------------------------------------------------------ variants
@@ -172,6 +216,34 @@ def run_ours(base: str, rl: str, device: str, top_k: int) -> dict:
     return {"time_s": el, "device": doc["device"], "global_l2": c["global_l2"],
             "head_s1_s2": c["output_head"]["s1_s2"], "head_rank1": c["output_head"]["rank1_fraction"],
             "inner_s1_s2_mean": c["inner_s1_s2_mean"]}
+
+
+def run_lora(base: str, adapter: str, device: str, top_k: int) -> dict:
+    from analysis import weight_diff
+
+    t = time.perf_counter()
+    doc = weight_diff.diff(base, [adapter], device=device, top_k=top_k, progress=False)
+    el = time.perf_counter() - t
+    c = doc["checkpoints"][0]
+    low = [r for r in c["layers"] if "low_rank" in r]
+    return {"time_s": el, "device": doc["device"], "global_l2": c["global_l2"], "n_low_rank": len(low),
+            "inner_s1_s2_mean": c["inner_s1_s2_mean"], "inner_rank1_fraction_mean": c["inner_rank1_fraction_mean"],
+            "density_0": c["density"]["0"], "density_1e-05": c["density"]["1e-05"]}
+
+
+def run_read_base(base: str) -> dict:
+    """Read every tensor of the base alone (``--lora``: the adapter diff reads the base once)."""
+    from safetensors import safe_open
+
+    t0 = time.perf_counter()
+    nbytes = 0
+    for f in sorted(Path(base).glob("*.safetensors")):
+        with safe_open(str(f), "pt") as h:
+            for k in h.keys():
+                x = h.get_tensor(k).clone()
+                nbytes += x.numel() * x.element_size()
+                del x
+    return {"time_s": time.perf_counter() - t0, "bytes": nbytes}
 
 
 def run_transformers(base: str, rl: str, device: str) -> dict:
@@ -203,21 +275,25 @@ def run_transformers(base: str, rl: str, device: str) -> dict:
 
 def _child(args: argparse.Namespace) -> None:
     if args.child == "build":
-        b, r = build_pair(args.shape, Path(args.workdir))
+        b, r = build_pair(args.shape, Path(args.workdir), with_rl=not args.lora)
+        if args.lora:
+            r = build_lora(args.shape, args.lora, Path(args.workdir))
         print("RESULT " + json.dumps({"base": str(b), "rl": str(r)}))
         return
     rss0 = _rss_mb()
     import numpy  # noqa: F401  (imports counted in the baseline RSS)
     import torch  # noqa: F401
 
-    if args.child == "ours":
+    if args.child in ("ours", "lora"):
         import analysis.weight_diff  # noqa: F401
     if args.child == "transformers":
         import transformers  # noqa: F401
     rss_imports = _rss_mb()
     fn = {"read": lambda: run_read(args.base, args.rl),
           "ours": lambda: run_ours(args.base, args.rl, args.device, args.top_k),
-          "transformers": lambda: run_transformers(args.base, args.rl, args.device)}[args.child]
+          "transformers": lambda: run_transformers(args.base, args.rl, args.device),
+          "read_base": lambda: run_read_base(args.base),
+          "lora": lambda: run_lora(args.base, args.rl, args.device, args.top_k)}[args.child]
     res = fn()
     res.update({"peak_rss_mb": _rss_mb(), "rss_after_imports_mb": rss_imports, "rss_start_mb": rss0,
                 "vm_hwm_mb": _hwm_mb()})
@@ -230,6 +306,8 @@ def _child(args: argparse.Namespace) -> None:
 def _spawn(variant: str, base: Path | None, rl: Path | None, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, __file__, "--child", variant, "--base", str(base), "--rl", str(rl),
            "--device", args.device, "--top-k", str(args.top_k), "--shape", args.shape, "--workdir", args.workdir]
+    if args.lora:
+        cmd += ["--lora", str(args.lora)]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
@@ -246,12 +324,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workdir", default=os.environ.get("TMPDIR", "/tmp") + "/rlvr_bench_diff")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--record", action="store_true")
+    ap.add_argument("--lora", type=int, default=0, metavar="RANK",
+                    help="time a synthetic rank-RANK LoRA adapter on all linear layers against the base")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--base", help=argparse.SUPPRESS)
     ap.add_argument("--rl", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         _child(args)
+        return
+    if args.lora:
+        _main_lora(args)
         return
     t = time.perf_counter()
     built = _spawn("build", None, None, args)
@@ -292,6 +375,48 @@ def main(argv: list[str] | None = None) -> None:
         rec = {"shape": args.shape, "device": o["device"], "cpus": os.cpu_count(), "load_average": load,
                "top_k": args.top_k, "params_per_checkpoint": n_params, "results": res,
                "time_over_read": o["time_s"] / res["read"]["time_s"],
+               "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+        sys.path.insert(0, str(ROOT))
+        from analysis.io import atomic_write_text
+        atomic_write_text(f, json.dumps(rec, indent=1))
+        print(f"recorded: {f}")
+
+
+def _main_lora(args: argparse.Namespace) -> None:
+    """``--lora RANK``: base only, a synthetic adapter, the ``read_base`` and ``lora`` variants."""
+    import math
+
+    t = time.perf_counter()
+    built = _spawn("build", None, None, args)
+    base, ad = Path(built["base"]), Path(built["rl"])
+    print(f"base {base} and adapter {ad} (built or reused in {time.perf_counter() - t:.1f} s)")
+    shapes = tensor_shapes(args.shape)
+    n_params = sum(int(math.prod(s)) for s in shapes.values())
+    largest = max(int(math.prod(s)) for s in shapes.values())
+    n_lora = sum(args.lora * sum(s) for n, s in shapes.items() if len(s) == 2 and n.split(".")[-2] in LORA_TARGETS)
+    print(f"shape {args.shape}: {n_params / 1e6:.1f}M base parameters; rank-{args.lora} adapter on "
+          f"{sum(1 for n, s in shapes.items() if len(s) == 2 and n.split('.')[-2] in LORA_TARGETS)} linear layers, "
+          f"{n_lora / 1e6:.1f}M adapter parameters; largest tensor {4 * largest / 2 ** 20:.0f} MiB in float32")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load average {load:.2f}")
+    res = {"read_base": _spawn("read_base", base, ad, args), "lora": _spawn("lora", base, ad, args)}
+    load_after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"{'variant':<14}{'time (s)':>10}{'peak RSS (MiB)':>16}{'growth (MiB)':>14}")
+    for k, r in res.items():
+        print(f"{k:<14}{r['time_s']:>10.2f}{r['peak_rss_mb']:>16.0f}{r['peak_rss_mb'] - r['rss_after_imports_mb']:>14.0f}")
+    o = res["lora"]
+    print(f"lora: device {o['device']}; {o['n_low_rank']} low-rank updates, ‖ΔW‖ = {o['global_l2']:.6g}, Inner s1/s2 "
+          f"= {o['inner_s1_s2_mean']:.4f}; time / base read time = {o['time_s'] / res['read_base']['time_s']:.2f}; "
+          f"load average after {load_after:.2f}")
+    if args.record or args.shape == "7b":
+        out = ROOT / "benchmarks" / "results"
+        out.mkdir(parents=True, exist_ok=True)
+        dev = o["device"].split(" ")[0].replace(":", "")
+        f = out / f"bench_diff_lora{args.lora}_{args.shape}_{dev}.json"
+        rec = {"shape": args.shape, "lora_rank": args.lora, "device": o["device"], "cpus": os.cpu_count(),
+               "load_average": load, "load_average_after": load_after, "top_k": args.top_k,
+               "params_base": n_params, "params_adapter": n_lora, "results": res,
+               "time_over_base_read": o["time_s"] / res["read_base"]["time_s"],
                "date": time.strftime("%Y-%m-%d %H:%M:%S")}
         sys.path.insert(0, str(ROOT))
         from analysis.io import atomic_write_text

@@ -50,11 +50,11 @@ M_VOCAB, M_HIDDEN, M_LAYERS = 128, 32, 2
 
 
 def build_arch(path: str | Path, arch: str, *, seed: int = 0, dtype: str = "float32") -> Path:
-    """A tiny model of architecture ``arch`` of :data:`MATRIX` (vocab 128, hidden 32, 2 blocks,
+    """A tiny model of architecture ``arch`` of :data:`MATRIX` or :data:`MOE_ARCHS` (vocab 128, hidden 32, 2 blocks,
     4 heads, 2 KV heads), saved with ``save_pretrained``; return its path."""
     import transformers
 
-    cfg_name, model_name, extra, tie = MATRIX[arch]
+    cfg_name, model_name, extra, tie = MATRIX[arch] if arch in MATRIX else MOE_ARCHS[arch]
     if arch == "gpt2":
         cfg = transformers.GPT2Config(vocab_size=M_VOCAB, n_embd=M_HIDDEN, n_layer=M_LAYERS, n_head=4,
                                       n_positions=64, tie_word_embeddings=True,
@@ -362,3 +362,101 @@ def qwen2_planted() -> tuple[Path, dict[str, np.ndarray]]:
                         tokenizer=True)
         return p, planted
     return cached("qwen2_planted", make)
+
+
+# ------------------------------------------------------------ mixture of experts
+#: MoE architectures beside :data:`MATRIX` (shared experts; another expert count): built by :func:`build_arch` too
+MOE_ARCHS = {
+    "qwen3_moe_8": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",      # 8 experts: refused against 4
+                    {"head_dim": 8, "moe_intermediate_size": 16, "num_experts": 8, "num_experts_per_tok": 2}, False),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM",
+                  {"moe_intermediate_size": 16, "shared_expert_intermediate_size": 24, "num_experts": 4,
+                   "num_experts_per_tok": 2}, False),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                    {"moe_intermediate_size": 16, "n_routed_experts": 4, "n_shared_experts": 1,
+                     "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 0,
+                     "kv_lora_rank": 16, "q_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8,
+                     "v_head_dim": 8}, False),
+}
+#: per-expert projection names of a tiny MoE checkpoint: (gate, up, down)
+MOE_PROJ = {"mixtral": ("w1", "w3", "w2")}
+_MOE_DEFAULT_PROJ = ("gate_proj", "up_proj", "down_proj")
+#: planted ΔW of an MoE pair: (layer, expert, stored projection) -> σ (rank len(σ)); experts not
+#: named here are unchanged.  s1/s2 = 3, 4, 2, 6, 5, 2, 2 (in this order).
+MOE_PLANT = {(1, 1, 0): (0.3, 0.1), (1, 1, 2): (0.4, 0.1), (1, 3, 1): (0.2, 0.1), (1, 3, 2): (0.6, 0.1),
+             (0, 2, 0): (0.5, 0.1), (0, 0, 2): (0.25, 0.125), (0, 2, 1): (0.2, 0.1)}
+#: planted router ΔW per layer (σ; s1/s2 = 5) and shared-expert ΔW (σ, on its up projection)
+MOE_ROUTER_SIGMAS = (0.5, 0.1)
+MOE_SHARED_SIGMAS = (0.35, 0.05)
+
+
+def moe_names(path: str | Path, arch: str) -> dict[str, str]:
+    """Stored MoE tensor names of a tiny checkpoint by role: ``expert`` (a format string over
+    layer, expert, projection), ``router`` and ``shared`` (format strings over the layer; ``shared``
+    ``None`` without shared experts)."""
+    st = load_state(path)
+    mod = "block_sparse_moe" if any(".block_sparse_moe." in k for k in st) else "mlp"
+    shared = next((k.split(".mlp.")[1].split(".")[0] for k in st if ".mlp.shared_expert" in k
+                   and ".shared_expert_gate." not in k), None)
+    return {"expert": f"model.layers.{{}}.{mod}.experts.{{}}.{{}}.weight",
+            "router": f"model.layers.{{}}.{mod}.gate.weight",
+            "shared": None if shared is None else f"model.layers.{{}}.mlp.{shared}.up_proj.weight"}
+
+
+def moe_deltas(path: str | Path, arch: str, seed: int = 50) -> dict[str, np.ndarray]:
+    """The planted ΔW of an MoE pair (:data:`MOE_PLANT`, :data:`MOE_ROUTER_SIGMAS` in both
+    layers' routers, :data:`MOE_SHARED_SIGMAS` in each shared expert's up projection)."""
+    st = load_state(path)
+    names = moe_names(path, arch)
+    proj = MOE_PROJ.get(arch, _MOE_DEFAULT_PROJ)
+    out = {}
+    for j, ((layer, e, q), sig) in enumerate(sorted(MOE_PLANT.items())):
+        k = names["expert"].format(layer, e, proj[q])
+        out[k] = spectrum_matrix(tuple(st[k].shape), sig, seed + j)
+    for layer in range(M_LAYERS):
+        k = names["router"].format(layer)
+        out[k] = spectrum_matrix(tuple(st[k].shape), MOE_ROUTER_SIGMAS, seed + 20 + layer)
+        if names["shared"] is not None:
+            k = names["shared"].format(layer)
+            out[k] = spectrum_matrix(tuple(st[k].shape), MOE_SHARED_SIGMAS, seed + 30 + layer)
+    return out
+
+
+def moe_pair(arch: str) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    """``(base, rl, planted)`` for an MoE architecture of :data:`MATRIX` or :data:`MOE_ARCHS`
+    with :func:`moe_deltas` planted, built once per process."""
+    def make(p: Path):
+        base = build_arch(p / "base", arch)
+        planted = plant_files(base, p / "rl", moe_deltas(base, arch))
+        return base, p / "rl", planted
+    return cached(f"moe_{arch}", make)
+
+
+def fuse_experts(src: str | Path, dst: str | Path, arch: str, layout: str = "out_in") -> Path:
+    """Copy checkpoint ``src`` to ``dst`` with each layer's per-expert tensors replaced by fused
+    3-D ones: ``...experts.gate_up_proj`` = the experts' ``[gate; up]`` stacked, shape
+    ``(E, 2f, d)``, and ``...experts.down_proj`` ``(E, d, f)`` (transformers' layout,
+    ``layout="out_in"``), or both transposed per expert, ``(E, d, 2f)`` and ``(E, f, d)``
+    (``layout="in_out"``, Llama 4 / Qwen3-VL-MoE on disk)."""
+    from safetensors.torch import save_file
+
+    src, dst = Path(src), Path(dst)
+    shutil.copytree(src, dst)
+    st = load_state(src)
+    names = moe_names(src, arch)
+    g, u, dn = MOE_PROJ.get(arch, _MOE_DEFAULT_PROJ)
+    n_exp = 1 + max(int(k.split(".experts.")[1].split(".")[0]) for k in st if ".experts." in k)
+    for layer in range(M_LAYERS):
+        ex = names["expert"].format(layer, "{}", "{}")
+        gu = torch.stack([torch.cat([st.pop(ex.format(e, g)), st.pop(ex.format(e, u))], 0) for e in range(n_exp)])
+        down = torch.stack([st.pop(ex.format(e, dn)) for e in range(n_exp)])
+        if layout == "in_out":
+            gu, down = gu.transpose(1, 2), down.transpose(1, 2)
+        prefix = ex.split(".experts.")[0] + ".experts."
+        st[prefix + "gate_up_proj"] = gu.contiguous()
+        st[prefix + "down_proj"] = down.contiguous()
+    for f in dst.glob("*.safetensors"):
+        f.unlink()
+    (dst / "model.safetensors.index.json").unlink(missing_ok=True)
+    save_file(st, str(dst / "model.safetensors"), metadata={"format": "pt"})
+    return dst
