@@ -342,7 +342,7 @@ def _plot_clustering(doc: dict) -> bytes:
 
 
 # ------------------------------------------------------------------ report
-class _Page:
+class Page:
     """The blocks and embedded images of a report, filled section by section."""
 
     def __init__(self) -> None:
@@ -385,7 +385,7 @@ def _reading(h: dict, inner: Any) -> str:
     return "between FADE's sign-balanced and failure-biased regimes"
 
 
-def _verdict(page: _Page, doc: dict, labs: list[str]) -> None:
+def _verdict(page: Page, doc: dict, labs: list[str]) -> None:
     """A few lines per checkpoint, each value beside FADE's Sec. 5 table (Qwen 2.5 7B)."""
     page.add(("h2", "Verdict"))
     rows = []
@@ -409,7 +409,7 @@ def _verdict(page: _Page, doc: dict, labs: list[str]) -> None:
                            f"({_pct(f.get('ratio_to_global_l2'))}); rerun with --cast to diff at one precision."))
 
 
-def _precision(page: _Page, doc: dict, labs: list[str]) -> None:
+def _precision(page: Page, doc: dict, labs: list[str]) -> None:
     """The dtype of every checkpoint, mismatches flagged with the rounding floor."""
     st = doc.get("settings", {})
     page.add(("h2", "Precision"))
@@ -429,7 +429,7 @@ def _precision(page: _Page, doc: dict, labs: list[str]) -> None:
                     "at one precision.")))
 
 
-def _overview(page: _Page, doc: dict, labs: list[str]) -> None:
+def _overview(page: Page, doc: dict, labs: list[str]) -> None:
     st = doc.get("settings", {})
     arch = doc.get("architecture", {})
     page.add(("p", f"Base: {doc['base']}. Device: {doc['device']}. Architecture: {arch.get('model_type')} with "
@@ -441,7 +441,7 @@ def _overview(page: _Page, doc: dict, labs: list[str]) -> None:
         page.add(("p", f"Warning (tokenizer): {st['tokenizer_note']}."))
 
 
-def _summary(page: _Page, doc: dict, labs: list[str]) -> None:
+def _summary(page: Page, doc: dict, labs: list[str]) -> None:
     """FADE Sec. 5 table columns per checkpoint, and the notes of each checkpoint."""
     cks = doc["checkpoints"]
     page.add(("h2", "Summary"))
@@ -462,7 +462,7 @@ def _summary(page: _Page, doc: dict, labs: list[str]) -> None:
             page.add(("p", f"Note ({lab}): {note}"))
 
 
-def _density(page: _Page, doc: dict, labs: list[str]) -> None:
+def _density(page: Page, doc: dict, labs: list[str]) -> None:
     cks = doc["checkpoints"]
     page.add(("h2", "Update density"))
     tols = list(cks[0]["density"])
@@ -497,7 +497,7 @@ def _top_tokens_table(toks: list[dict]) -> Block:
     return ("table", ["rank", "+ id", "+ token", "u", "− id", "− token", "u"], rows)
 
 
-def _output_head(page: _Page, doc: dict, labs: list[str]) -> None:
+def _output_head(page: Page, doc: dict, labs: list[str]) -> None:
     """Spectrum and u of the output-head ΔW (FADE App. 15.1)."""
     page.add(("h2", "Output head"))
     page.add(("p", "Orientation of u: u and −u (with v flipped) are the same singular direction; this report signs "
@@ -525,7 +525,7 @@ def _output_head(page: _Page, doc: dict, labs: list[str]) -> None:
             page.add(_top_tokens_table(h["top_tokens"]))
 
 
-def _layers(page: _Page, doc: dict, labs: list[str]) -> None:
+def _layers(page: Page, doc: dict, labs: list[str]) -> None:
     """Per block and the tensors with the largest share of ‖ΔW‖² (FADE App. 15 "per-layer L2")."""
     page.add(("h2", "Layers"))
     page.img("l2_share.png", _plot_l2_share(doc), "Share of ‖ΔW‖² per transformer block.")
@@ -566,7 +566,7 @@ def _plot_experts(c: dict) -> bytes | None:
     return png_bytes(fig)
 
 
-def _experts(page: _Page, doc: dict, labs: list[str]) -> None:
+def _experts(page: Page, doc: dict, labs: list[str]) -> None:
     """Mixture of experts: per block, the routed experts aggregated, the routers and shared
     experts; the expert matrices with the largest share (``report.json`` keeps every expert)."""
     cks = [(lab, c) for lab, c in zip(labs, doc["checkpoints"]) if c.get("moe")]
@@ -613,7 +613,7 @@ def _experts(page: _Page, doc: dict, labs: list[str]) -> None:
             page.img("experts.png", _plot_experts(c), f"{lab}: share of ‖ΔW‖² per routed expert and block.")
 
 
-def _alignment(page: _Page, doc: dict, labs: list[str]) -> None:
+def _alignment(page: Page, doc: dict, labs: list[str]) -> None:
     """|cos| of leading singular vectors against the last checkpoint (FADE Table 12); several checkpoints only."""
     al = doc.get("alignment")
     if not al:
@@ -632,7 +632,7 @@ def _alignment(page: _Page, doc: dict, labs: list[str]) -> None:
     page.img("alignment.png", _plot_alignment(doc), "Alignment with the last checkpoint.")
 
 
-def _clustering(page: _Page, doc: dict, labs: list[str]) -> None:
+def _clustering(page: Page, doc: dict, labs: list[str]) -> None:
     """Pairwise cosine of ΔW between runs and their clustering (FADE App. 15); several checkpoints only."""
     cl = doc.get("clustering")
     if not cl:
@@ -653,7 +653,7 @@ def _clustering(page: _Page, doc: dict, labs: list[str]) -> None:
     page.img("clustering.png", _plot_clustering(doc), "Cosine similarity of the flattened ΔW and the dendrogram.")
 
 
-def _lora(page: _Page, doc: dict, labs: list[str]) -> None:
+def _lora(page: Page, doc: dict, labs: list[str]) -> None:
     """LoRA adapters (adapter directories only): settings, what is exact, the largest updates."""
     cks = [(lab, c) for lab, c in zip(labs, doc["checkpoints"]) if c.get("adapter")]
     if not cks:
@@ -692,7 +692,7 @@ _SECTIONS = (_verdict, _overview, _precision, _lora, _summary, _density, _output
 
 def _blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:
     """The report's blocks and images: one section after the other (:data:`_SECTIONS`)."""
-    page, labs = _Page(), _labels(doc)
+    page, labs = Page(), _labels(doc)
     for section in _SECTIONS:
         section(page, doc, labs)
     return page.blocks, page.images

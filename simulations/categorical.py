@@ -37,23 +37,30 @@ Exact sampling without a loop over draws or configurations: per configuration th
 uniforms come from a counter-based generator (SplitMix64 of ``(seed, step, draw index)``), so
 a configuration draws the same actions whether it runs alone or in a batch; each uniform is
 turned into sorted uniforms (exponential spacings) and mapped through the configuration's
-float64 CDF with ``torch.searchsorted`` (inverse-CDF, exact up to float64 rounding, ``~1e-16``
-relative).  Cost ``O(K + N log K)`` per configuration and
-step.  Configurations are grouped by group size ``N`` (one batched call per distinct ``N``).
+float64 CDF (inverse-CDF, exact up to float64 rounding, ``~1e-16`` relative).  On the CPU the
+sorted draws are merged with the CDF by a numba kernel (``O(N + K)``, a galloping search when
+``N << K``; :data:`NUMBA`); elsewhere, or without numba, by ``torch.searchsorted``
+(``O(N log K)``): the same draws, bit for bit.  Configurations are grouped by group size ``N``
+(one batched call per distinct ``N``); :data:`SCHEDULES` says how the groups are advanced.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
+from torch.optim.adam import adam as torch_adam
 
 from analysis.runtime import check_memory, resolve_device
 from rlvr_theory import advantages as _adv
@@ -62,13 +69,18 @@ from rlvr_theory import checks, runner
 from rlvr_theory import entropy as _ent
 
 __all__ = ["Config", "PRESETS", "preset", "initial_logits", "sample_counts", "outcome_advantages",
-           "simulate", "describe", "INDEX_MAX", "add_parser"]
+           "simulate", "describe", "INDEX_MAX", "SCHEDULES", "NUMBA", "sampler",
+           "add_parser"]
 
 SURROGATES = ("logprob", "prob", "trpo")
 #: the largest index the engine's int64 tensors can hold: group sizes ``N <= INDEX_MAX - 1``
 #: (draw indices ``0..N``); larger actions, steps or seed counts are refused by the memory check
 INDEX_MAX = 2 ** 63 - 1
 OPTIMIZERS = ("sgd", "adam")
+#: how :func:`simulate` advances the configurations: ``"blocks"`` (one group size ``N`` at a
+#: time, each block through all its steps), ``"batched"`` (every configuration at once),
+#: ``"auto"`` (batched on CUDA, blocks elsewhere)
+SCHEDULES = ("auto", "blocks", "batched")
 
 
 # ------------------------------------------------------------------ configuration
@@ -156,13 +168,16 @@ class Config:
             raise ValueError(f"N must be >= {adv.min_group_size()} for advantage {self.advantage!r}, got {min(self.N)}")
         return self
 
-    def memory_bytes(self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> int:
+    def memory_bytes(self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+                     schedule: str = "auto") -> int:
         """Estimated peak memory of :func:`simulate` in bytes, from the settings (Python integers:
         no overflow, however large the request).
 
         Per configuration: about ``12`` buffers of ``K`` numbers (logits, policy, CDF, gradient,
-        counts, optimiser state, temporaries) and ``7`` of ``N + 1`` (the draws); on CUDA every
-        configuration is resident at once, on the CPU one group size at a time.  Plus the
+        counts, optimiser state, temporaries) and ``7`` of ``N + 1`` (the draws); every
+        configuration is resident at once with the ``"batched"`` schedule (``"auto"`` on CUDA),
+        one group size at a time with ``"blocks"`` (:data:`SCHEDULES`; on the CPU as many
+        blocks side by side as torch has threads).  Plus the
         trajectory: one row of ``~20`` columns (``+ K`` with ``record_probs``) per configuration
         and recorded step, about three copies while it is assembled.
 
@@ -175,7 +190,10 @@ class Config:
         per_n = len(self.gamma) * len(self.seeds) * len(self.lr)
         K = int(self.K)
         block = [per_n * (K * (8 * es + 4 * 8) + 7 * 8 * (int(n) + 1)) + 8 * (int(n) + 1) for n in self.N]
-        engine = sum(block) if torch.device(device).type == "cuda" else max(block)
+        dev = torch.device(device)
+        # blocks: one at a time, or as many side by side as torch has threads on the CPU
+        side = 1 if dev.type != "cpu" else min(torch.get_num_threads(), len(block))
+        engine = sum(block) if _batched(schedule, dev) else sum(sorted(block)[-side:])
         records = int(self.steps) // int(self.record_every) + 2
         cols = 20 + (K if self.record_probs else 0)
         return int(engine + 3 * 8 * cols * records * per_n * len(self.N))
@@ -266,25 +284,266 @@ def _mix_(x: torch.Tensor, tmp: torch.Tensor) -> torch.Tensor:
     return x
 
 
+#: Sample on the CPU with the numba kernels below (uniforms, an ``O(N + K)`` merge of the sorted
+#: draws with the CDF, the scatter of the draws) when numba imports; ``False``: the pure-torch
+#: path (``torch.searchsorted``), which gives the same draws bit for bit.  Read when a run starts.
+NUMBA: bool = importlib.util.find_spec("numba") is not None
+
+# The kernels are plain Python functions, compiled by numba on first use (:func:`_kernels`):
+# importing this module does not import numba.  Each works on 4 rows at once (``quads[q]``:
+# 4 row indices, the last repeated when the rows are not a multiple of 4): the sequential
+# float64 sums (the CDF, the exponential spacings) are chains of dependent additions, and four
+# independent chains run about as fast as one.  Every sum is taken in the order torch takes
+# it, so the results are those of the torch path bit for bit (tested).
+_NB_GOLD, _NB_C1, _NB_C2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_NB_S11, _NB_S27, _NB_S30, _NB_S31 = np.uint64(11), np.uint64(27), np.uint64(30), np.uint64(31)
+
+
+def _nb_cumsum(p, out, quads, lo, hi):  # pragma: no cover - compiled by numba
+    """``out[r] = cumsum(p[r])`` in float64, left to right (= ``torch.cumsum(p, -1, dtype=float64)``)."""
+    K = p.shape[1]
+    for q in range(lo, hi):
+        r0, r1, r2, r3 = quads[q, 0], quads[q, 1], quads[q, 2], quads[q, 3]
+        a0 = a1 = a2 = a3 = 0.0
+        for i in range(K):
+            a0 += np.float64(p[r0, i])
+            a1 += np.float64(p[r1, i])
+            a2 += np.float64(p[r2, i])
+            a3 += np.float64(p[r3, i])
+            out[r0, i] = a0
+            out[r1, i] = a1
+            out[r2, i] = a2
+            out[r3, i] = a3
+
+
+def _nb_neg_uniforms(seeds, step, hj, f, lo, hi):  # pragma: no cover - compiled by numba
+    """``f[r, j] = −u`` with the uniforms ``u`` of :meth:`_Draws.uniforms` (rows ``lo..hi−1``)."""
+    n = f.shape[1]
+    for r in range(lo, hi):
+        z = np.uint64(seeds[r]) * np.uint64(1_000_003) + np.uint64(0x5EED) + _NB_GOLD
+        z = (z ^ (z >> _NB_S30)) * _NB_C1
+        z = (z ^ (z >> _NB_S27)) * _NB_C2
+        z = (z ^ (z >> _NB_S31)) + np.uint64(step) + _NB_GOLD
+        z = (z ^ (z >> _NB_S30)) * _NB_C1
+        z = (z ^ (z >> _NB_S27)) * _NB_C2
+        base = (z ^ (z >> _NB_S31)) + _NB_GOLD
+        for j in range(n):
+            z = base + hj[j]
+            z = (z ^ (z >> _NB_S30)) * _NB_C1
+            z = (z ^ (z >> _NB_S27)) * _NB_C2
+            z = z ^ (z >> _NB_S31)
+            f[r, j] = -(np.float64(z >> _NB_S11) * 1.1102230246251565e-16)  # 2**-53
+
+
+def _nb_search(c, i, u):  # pragma: no cover - compiled by numba
+    """The first ``j >= i`` with ``c[j] > u`` (``len(c)`` if none), given ``c[:i] <= u`` and ``c``
+    non-decreasing: a galloping search from ``i`` (``O(log(j − i))``)."""
+    K = c.shape[0]
+    hi = K
+    step = 1
+    while i + step - 1 < K:
+        p = i + step - 1
+        if c[p] <= u:
+            i = p + 1
+            step *= 2
+        else:
+            hi = p
+            break
+    while i < hi:
+        mid = (i + hi) >> 1
+        if c[mid] <= u:
+            i = mid + 1
+        else:
+            hi = mid
+    return i
+
+
+def _nb_merge(cdf, l, idx, X, nc, quads, lo, hi):  # pragma: no cover - compiled by numba
+    """The sorted draws ``idx[r]`` of row ``r``: ``searchsorted(cdf[r], U, right=True)`` clamped
+    to ``K − 1``, with ``U_k = e_k · cdf[r, −1] / e_N`` and ``e = cumsum(l[r])`` (the exponential
+    spacings); ``X[r]`` = the number of draws below ``nc``.  Each sorted draw starts from the
+    previous one's index: four comparisons ahead, a galloping search beyond (``O(N + K)``, and
+    ``O(N log(K/N))`` for ``N << K``)."""
+    K, N = cdf.shape[1], idx.shape[1]
+    for q in range(lo, hi):
+        r0, r1, r2, r3 = quads[q, 0], quads[q, 1], quads[q, 2], quads[q, 3]
+        c0, c1, c2, c3 = cdf[r0], cdf[r1], cdf[r2], cdf[r3]
+        t0 = t1 = t2 = t3 = 0.0
+        for k in range(N + 1):
+            t0 += l[r0, k]
+            t1 += l[r1, k]
+            t2 += l[r2, k]
+            t3 += l[r3, k]
+        s0, s1, s2, s3 = c0[K - 1] / t0, c1[K - 1] / t1, c2[K - 1] / t2, c3[K - 1] / t3
+        a0 = a1 = a2 = a3 = 0.0
+        i0 = i1 = i2 = i3 = 0
+        for k in range(N):
+            a0 += l[r0, k]
+            a1 += l[r1, k]
+            a2 += l[r2, k]
+            a3 += l[r3, k]
+            u0, u1, u2, u3 = a0 * s0, a1 * s1, a2 * s2, a3 * s3
+            if i0 + 4 <= K:
+                n = (c0[i0] <= u0) + (c0[i0 + 1] <= u0) + (c0[i0 + 2] <= u0) + (c0[i0 + 3] <= u0)
+                i0 = _nb_search(c0, i0 + 4, u0) if n == 4 else i0 + n
+            else:
+                i0 = _nb_search(c0, i0, u0)
+            if i1 + 4 <= K:
+                n = (c1[i1] <= u1) + (c1[i1 + 1] <= u1) + (c1[i1 + 2] <= u1) + (c1[i1 + 3] <= u1)
+                i1 = _nb_search(c1, i1 + 4, u1) if n == 4 else i1 + n
+            else:
+                i1 = _nb_search(c1, i1, u1)
+            if i2 + 4 <= K:
+                n = (c2[i2] <= u2) + (c2[i2 + 1] <= u2) + (c2[i2 + 2] <= u2) + (c2[i2 + 3] <= u2)
+                i2 = _nb_search(c2, i2 + 4, u2) if n == 4 else i2 + n
+            else:
+                i2 = _nb_search(c2, i2, u2)
+            if i3 + 4 <= K:
+                n = (c3[i3] <= u3) + (c3[i3 + 1] <= u3) + (c3[i3 + 2] <= u3) + (c3[i3 + 3] <= u3)
+                i3 = _nb_search(c3, i3 + 4, u3) if n == 4 else i3 + n
+            else:
+                i3 = _nb_search(c3, i3, u3)
+            idx[r0, k] = min(i0, K - 1)
+            idx[r1, k] = min(i1, K - 1)
+            idx[r2, k] = min(i2, K - 1)
+            idx[r3, k] = min(i3, K - 1)
+        for r in (r0, r1, r2, r3):  # the sorted draws below nc: a binary search
+            a, b = 0, N
+            while a < b:
+                mid = (a + b) >> 1
+                if idx[r, mid] < nc:
+                    a = mid + 1
+                else:
+                    b = mid
+            X[r] = a
+
+
+def _nb_scatter(idx, X, first, rest, out, lo, hi):  # pragma: no cover - compiled by numba
+    """``out[r] = 0``, then ``out[r, idx[r, k]] += first[r]`` for the draws ``k < X[r]`` and
+    ``rest[r]`` for the others, in the order of ``k`` (= ``torch.scatter_add_``)."""
+    N = idx.shape[1]
+    for r in range(lo, hi):
+        out[r, :] = 0
+        v, x = first[r], X[r]
+        for k in range(N):
+            if k == x:
+                v = rest[r]
+            out[r, idx[r, k]] += v
+
+
+_COMPILED: list = []  # the kernels, once compiled (or None: numba does not import)
+_LOCK = threading.Lock()
+
+
+def _compiled() -> Any:
+    """The numba kernels (compiled on first call, once, whatever the thread; cached on disk where
+    numba can write); ``None`` when numba does not import."""
+    with _LOCK:
+        if not _COMPILED:
+            _COMPILED.append(_compile())
+        return _COMPILED[0]
+
+
+def _compile() -> Any:
+    try:
+        import numba
+    except ImportError:
+        return None
+    global _nb_search  # the merge calls it: compiled first, under its own name
+    opts: dict[str, Any] = {"nogil": True, "cache": True}
+    try:  # a cache is an optimisation: where numba finds no writable place for it, compile each run
+        _nb_search = numba.njit(**opts)(_nb_search)
+    except RuntimeError:
+        opts["cache"] = False
+        _nb_search = numba.njit(**opts)(_nb_search)
+    return SimpleNamespace(**{name: numba.njit(**opts)(globals()["_nb_" + name])
+                              for name in ("cumsum", "neg_uniforms", "merge", "scatter")})
+
+
+def _kernels(device: torch.device) -> Any:
+    """The compiled kernels when the numba path applies (CPU, :data:`NUMBA`), else ``None``."""
+    return _compiled() if NUMBA and device.type == "cpu" else None
+
+
+def sampler(device: str | torch.device = "cpu") -> str:
+    """The sampler of :func:`simulate` and :func:`sample_counts` on ``device``: ``"numba"`` (the CPU
+    kernels: :data:`NUMBA` is true and numba imports) or ``"torch"`` (``torch.searchsorted``; the
+    same draws).
+
+    >>> sampler("cuda" if torch.cuda.is_available() else "meta")
+    'torch'
+    """
+    return "numba" if _kernels(torch.device(device)) is not None else "torch"
+
+
+_POOL: list = [None, 0]  # a thread pool and its size
+
+
+def _rows_in_parallel(kernel: Any, args: tuple, n: int, work: int) -> None:
+    """``kernel(*args, lo, hi)`` over the units ``0..n−1`` (rows or quadruples of rows), split
+    among ``torch.get_num_threads()`` threads (the kernels release the GIL) when ``work``
+    (elements touched) is large enough to pay for it, else in the calling thread."""
+    threads = min(torch.get_num_threads(), n, max(1, work // 250_000))
+    if threads <= 1:
+        kernel(*args, 0, n)
+        return
+    with _LOCK:
+        if _POOL[1] < threads - 1:  # grows, never shrinks: a pool in use is never shut down
+            _POOL[:] = [ThreadPoolExecutor(threads - 1, thread_name_prefix="categorical"), threads - 1]
+        pool = _POOL[0]
+    cuts = [n * i // threads for i in range(threads + 1)]
+    futures = [pool.submit(kernel, *args, lo, hi) for lo, hi in zip(cuts[1:-1], cuts[2:])]
+    kernel(*args, cuts[0], cuts[1])
+    for fut in futures:
+        fut.result()
+
+
+@cache
+def _quads(b: int) -> np.ndarray:
+    """Rows ``0..b−1`` in groups of four ``[ceil(b/4), 4]`` (the last row repeated to fill the last)."""
+    rows = np.minimum(np.arange(-(-b // 4) * 4), b - 1).reshape(-1, 4).astype(np.int64)
+    rows.flags.writeable = False  # shared by every caller
+    return rows
+
+
+def _cumsum(p: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``torch.cumsum(p, -1, dtype=torch.float64, out=out)`` (a contiguous ``[B, K]``), by the numba
+    kernel on the CPU (four rows at a time, the same sums)."""
+    nb = _kernels(p.device)
+    if nb is None or not (p.is_contiguous() and out.is_contiguous()):
+        return torch.cumsum(p, -1, dtype=torch.float64, out=out)
+    quads = _quads(p.shape[0])
+    _rows_in_parallel(nb.cumsum, (p.numpy(), out.numpy(), quads), len(quads), p.numel())
+    return out
+
+
 class _Draws:
     """Reusable buffers of ``N`` draws in ``b`` rows, with the draw-index hashes cached.
 
     The uniforms are those of the counter-based stream ``SplitMix64(h(seed, step) +
-    SplitMix64(j))``, ``j = 0..N``; the step's work is a handful of in-place passes.
+    SplitMix64(j))``, ``j = 0..N``; the step's work is a handful of in-place passes.  On the CPU
+    with numba (:data:`NUMBA`) the uniforms, the merge and the scatter are numba kernels; else
+    torch (``torch.searchsorted``): the same draws either way.  After :meth:`draw`, ``X`` holds
+    the number of draws below ``nc`` in each row (the correct draws).
     """
 
-    def __init__(self, b: int, N: int, device: torch.device):
-        self.N = N
+    def __init__(self, b: int, N: int, device: torch.device, nc: int = 0):
+        self.N, self.nc = N, nc
+        self.nb = _kernels(device)
         self.hj = _splitmix64(torch.arange(N + 1, device=device, dtype=torch.int64))
-        self.bits = torch.empty(b, N + 1, dtype=torch.int64, device=device)
-        self.tmp = torch.empty_like(self.bits)
         self.f = torch.empty(b, N + 1, dtype=torch.float64, device=device)
-        self.e = torch.empty_like(self.f)
-        self.u = torch.empty(b, N, dtype=torch.float64, device=device)
         self.idx = torch.empty(b, N, dtype=torch.int64, device=device)
+        self.X = torch.empty(b, dtype=torch.int64, device=device)
+        if self.nb is not None:
+            self.quads, self.hj_u64 = _quads(b), self.hj.numpy().view(np.uint64)
+        else:
+            self.bits = torch.empty(b, N + 1, dtype=torch.int64, device=device)
+            self.tmp = torch.empty_like(self.bits)
+            self.e = torch.empty_like(self.f)
+            self.u = torch.empty(b, N, dtype=torch.float64, device=device)
 
     def uniforms(self, seed: torch.Tensor, step: int) -> torch.Tensor:
-        """Uniforms in [0, 1) float64 ``[b, N + 1]`` from (seed, step, draw index)."""
+        """Uniforms in [0, 1) float64 ``[b, N + 1]`` from (seed, step, draw index) (torch path)."""
         base = _splitmix64(_splitmix64(seed.to(torch.int64) * 1_000_003 + 0x5EED) + step)
         torch.add(base[:, None], self.hj[None, :], out=self.bits)
         _mix_(self.bits, self.tmp).bitwise_right_shift_(11).bitwise_and_((1 << 53) - 1)
@@ -293,10 +552,33 @@ class _Draws:
     def draw(self, cdf: torch.Tensor, seed: torch.Tensor, step: int) -> torch.Tensor:
         """Sorted action indices ``[b, N]`` of ``N`` i.i.d. draws from the rows of the (unnormalised,
         float64) CDF ``cdf`` ``[b, K]``: inverse CDF of the sorted uniforms (exponential spacings)."""
+        if self.nb is not None:
+            f, b = self.f.numpy(), self.f.shape[0]
+            seeds = seed.to(torch.int64).contiguous().numpy()
+            _rows_in_parallel(self.nb.neg_uniforms, (seeds, step, self.hj_u64, f), b, f.size)
+            torch.log1p(self.f, out=self.f)  # torch's log1p: the bits of the torch path
+            _rows_in_parallel(self.nb.merge, (cdf.contiguous().numpy(), f, self.idx.numpy(), self.X.numpy(),
+                                              self.nc, self.quads), len(self.quads), 4 * f.size + cdf.numel() // 8)
+            return self.idx
         f = self.uniforms(seed, step).neg_()
         torch.cumsum(torch.log1p(f, out=f), dim=-1, out=self.e)  # −(E_1 + … + E_k), k = 1..N+1
         torch.mul(self.e[:, :-1], cdf[:, -1:] / self.e[:, -1:], out=self.u)
-        return torch.searchsorted(cdf, self.u, right=True, out=self.idx).clamp_(max=cdf.shape[-1] - 1)
+        torch.searchsorted(cdf, self.u, right=True, out=self.idx).clamp_(max=cdf.shape[-1] - 1)
+        nc = torch.full((self.idx.shape[0], 1), self.nc, dtype=torch.int64, device=self.idx.device)
+        self.X.copy_(torch.searchsorted(self.idx, nc)[:, 0])
+        return self.idx
+
+    def scatter(self, first: torch.Tensor, rest: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out = 0``, then ``first[r]`` added at each of the ``X[r]`` first draws of row ``r`` and
+        ``rest[r]`` at the others (``scatter_add_``, in the order of the draws)."""
+        if self.nb is not None and out.is_contiguous():
+            _rows_in_parallel(self.nb.scatter, (self.idx.numpy(), self.X.numpy(), first.contiguous().numpy(),
+                                                rest.contiguous().numpy(), out.numpy()),
+                              out.shape[0], 2 * self.idx.numel() + out.numel())
+            return out
+        vals = torch.where(torch.arange(self.N, device=out.device)[None, :] < self.X[:, None],
+                           first[:, None], rest[:, None])
+        return out.zero_().scatter_add_(1, self.idx, vals)
 
 
 def sample_counts(p: torch.Tensor, N: int, seed: torch.Tensor, step: int) -> torch.Tensor:
@@ -307,8 +589,15 @@ def sample_counts(p: torch.Tensor, N: int, seed: torch.Tensor, step: int) -> tor
     −log(1 − u_j)`` (Devroye 1986, Ch. V.2), ``u_j`` from the counter-based generator keyed by
     ``(seed[b], step, j)``; ``a_(k) = #{i : cdf_i <= U_(k)·cdf_K}`` with the float64 CDF of the
     row.  The counts are those of ``N`` i.i.d. draws; a row's draws do not depend on the other rows.
+
+    >>> p = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]], dtype=torch.float64)
+    >>> sample_counts(p, 10, torch.tensor([0, 1]), step=0)
+    tensor([[5., 3., 2.],
+            [0., 1., 9.]], dtype=torch.float64)
     """
-    idx = _Draws(p.shape[0], N, p.device).draw(torch.cumsum(p, -1, dtype=torch.float64), seed, step)
+    p = p.contiguous()
+    dr = _Draws(p.shape[0], N, p.device)
+    idx = dr.draw(_cumsum(p, torch.empty(p.shape, dtype=torch.float64, device=p.device)), seed.to(p.device), step)
     counts = torch.zeros(p.shape, dtype=p.dtype, device=p.device)
     return counts.scatter_add_(1, idx, torch.ones((), dtype=p.dtype, device=p.device).expand(idx.shape))
 
@@ -357,8 +646,14 @@ def describe(cfg: Config, prog: str = "rlvr-sim categorical") -> str:
             f"record_every={cfg.record_every})")
 
 
+def _batched(schedule: str, device: torch.device) -> bool:
+    """Whether ``schedule`` (:data:`SCHEDULES`) advances every configuration at once on ``device``."""
+    checks.choice("schedule", schedule, SCHEDULES)
+    return schedule == "batched" or (schedule == "auto" and device.type == "cuda")
+
+
 def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.dtype = torch.float32,
-             progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+             progress: bool = False, schedule: str = "auto") -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run every configuration of ``cfg`` as batched torch programs.
 
     Parameters
@@ -366,14 +661,17 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
     cfg : Config
         Sweep settings (:func:`preset` builds the named ones).
     device : "auto", "cpu", "cuda", ...
-        Where the tensors live (``"auto"``: CUDA when present).  On CUDA all configurations
-        advance together; on CPU the configurations of one group size ``N`` form a block that
-        runs all its steps before the next block (its working set stays in cache, ~3x faster).
-        Configurations never interact, so the trajectories are the same either way.
+        Where the tensors live (``"auto"``: CUDA when present).
     dtype : torch.float64 or torch.float32
         Precision of logits, optimiser state and probabilities (the CDF is always float64).
     progress : bool
         Show a tqdm progress bar (configuration-steps).
+    schedule : "auto", "blocks" or "batched"
+        ``"batched"``: all configurations advance together (the CUDA schedule); ``"blocks"``: the
+        configurations of one group size ``N`` form a block that runs all its steps before the
+        next block (on the CPU its working set stays in cache, ~3x faster); ``"auto"``: batched
+        on CUDA, blocks elsewhere.  Configurations never interact, so the trajectories are the
+        same either way (tested on the CPU, bit for bit).
 
     Returns
     -------
@@ -407,24 +705,64 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
     dev = resolve_device(device)
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-    check_memory(cfg.memory_bytes(dev, dtype), describe(cfg), device=dev)
+    batched = _batched(schedule, dev)
+    check_memory(cfg.memory_bytes(dev, dtype, "batched" if batched else "blocks"), describe(cfg), device=dev)
     grid = cfg.grid()
     per_n = len(cfg.gamma) * len(cfg.seeds) * len(cfg.lr)  # N is the outer axis of the grid
     groups = [(n, i * per_n, (i + 1) * per_n) for i, n in enumerate(cfg.N)]
-    blocks = [groups] if dev.type == "cuda" else [[g] for g in groups]
+    blocks = [groups] if batched else [[g] for g in groups]
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(grid) * cfg.steps, desc="categorical", unit="config-step", unit_scale=True)
-    frames = [_Block(cfg, grid, blk, dev, dtype).run(bar) for blk in blocks]
-    if bar is not None:
-        bar.close()
+    workers = min(torch.get_num_threads(), len(blocks)) if dev.type == "cpu" else 1
+    try:
+        if workers > 1:
+            frames = _run_blocks_in_threads(cfg, grid, blocks, dev, dtype, bar, workers)
+        else:
+            frames = [_Block(cfg, grid, blk, dev, dtype).run(bar) for blk in blocks]
+    finally:
+        if bar is not None:
+            bar.close()
     traj = pd.concat(frames, ignore_index=True)
     meta = grid.assign(advantage=cfg.advantage, surrogate=cfg.surrogate, optimizer=cfg.optimizer,
                        temperature=cfg.temperature)
     traj = meta.merge(traj, on="config").sort_values(["config", "step"], ignore_index=True)
     final = traj[traj.step == cfg.steps].reset_index(drop=True)
     return traj, final
+
+
+def _run_blocks_in_threads(cfg: Config, grid: pd.DataFrame, blocks: list, dev: torch.device, dtype: torch.dtype,
+                           bar: Any, workers: int) -> list[pd.DataFrame]:
+    """The blocks run by ``workers`` threads at once, each with single-threaded torch operations
+    (torch's thread count is set to 1 meanwhile, then restored), the largest group sizes first;
+    the frames in the order of ``blocks``.  On the 2-core CPU this machine has, two blocks side by
+    side beat one block whose every operation is split between two OpenMP threads (no barrier per
+    operation; far less sensitive to other load).  The numbers are those of a sequential run
+    (the blocks never interact; torch's CPU operations give the same results on one thread as on
+    several, tested).  A failure (or Ctrl-C) stops the other blocks at their next step."""
+    _kernels(dev)  # compiled here, before the threads
+    stop = threading.Event()
+    order = sorted(range(len(blocks)), key=lambda i: -max(n for n, _, _ in blocks[i]))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(workers, thread_name_prefix="categorical-block") as pool:
+            futures = {i: pool.submit(lambda blk: _Block(cfg, grid, blk, dev, dtype).run(bar, stop), blocks[i])
+                       for i in order}
+            try:
+                return [futures[i].result() for i in range(len(blocks))]
+            except BaseException:
+                stop.set()
+                for fut in futures.values():
+                    fut.cancel()
+                raise
+    finally:
+        torch.set_num_threads(threads)
+
+
+class _Stopped(Exception):
+    """A block stopped because another one failed."""
 
 
 #: the one-step changes recorded with ``Config(predict=True)`` (NaN at the last row)
@@ -456,29 +794,34 @@ class _Block:
         self.lr = torch.tensor(sub.lr.to_numpy(), dtype=dtype, device=dev)[:, None]
         self.seeds = torch.tensor(sub.seed.to_numpy(), dtype=torch.int64, device=dev)
         self.rows = [(n, slice(lo - lo0, hi - lo0)) for n, lo, hi in groups]
-        self.draws = [_Draws(sl.stop - sl.start, n, dev) for n, sl in self.rows]
+        self.draws = [_Draws(sl.stop - sl.start, n, dev, self.nc) for n, sl in self.rows]
         self.one = torch.ones((), dtype=dtype, device=dev)
         # buffers reused every step (no large allocation in the loop)
         self.ez = torch.empty_like(self.z)  # softmax(z/T), the policy
         self.cdf = torch.empty(self.z.shape, dtype=torch.float64, device=dev)
         self.g = torch.empty_like(self.z)
         self.counts = torch.empty_like(self.z)
-        self.opt = self.m = self.v = None
-        if cfg.optimizer == "adam" and len(set(sub.lr)) == 1:
-            # torch's own Adam (fused kernel where available): one pass over z, m, v
-            self.opt = torch.optim.Adam([self.z], lr=float(sub.lr.iloc[0]), betas=cfg.betas, eps=cfg.eps,
-                                        maximize=True, fused=True if dev.type in ("cpu", "cuda") else None)
-        elif cfg.optimizer == "adam":  # one learning rate per configuration: Adam written out
+        self.m = self.v = self.steps_taken = None
+        if cfg.optimizer == "adam":
             self.m, self.v = torch.zeros_like(self.z), torch.zeros_like(self.z)
+        if cfg.optimizer == "adam" and len(set(sub.lr)) == 1:
+            # torch's own Adam, functional form (torch.optim.adam.adam: the fused kernel where
+            # available, one pass over z, m, v; the update of torch.optim.Adam without its
+            # per-step bookkeeping); its step count, as torch.optim.Adam keeps it
+            self.steps_taken = torch.zeros((), dtype=torch.float32, device=dev)
+            self.adam_lr = float(sub.lr.iloc[0])
         self.refresh_policy()
         self.p0c = self.ez[:, :self.nc].clone()
         self.Q0 = self.p0c.sum(-1)
 
     # ------------------------------------------------------------ the loop
-    def run(self, bar: Any = None) -> pd.DataFrame:
-        """All steps; the recorded rows (``config, step``, metrics) as a DataFrame."""
+    def run(self, bar: Any = None, stop: threading.Event | None = None) -> pd.DataFrame:
+        """All steps; the recorded rows (``config, step``, metrics) as a DataFrame (``stop``: set
+        by another thread to end the run at the next step, raising :class:`_Stopped`)."""
         cfg, out = self.cfg, []
         for t in range(cfg.steps + 1):
+            if stop is not None and stop.is_set():
+                raise _Stopped
             rec = t % cfg.record_every == 0 or t == cfg.steps
             row = {"step": np.full(self.B, t), **self.metrics(t)} if rec else None
             X = self.sample(t, counts=rec or cfg.surrogate == "trpo" or cfg.predict)
@@ -507,14 +850,17 @@ class _Block:
     def refresh_policy(self) -> None:
         """``ez = softmax(z/T)`` and its float64 CDF ``cdf`` from ``z``."""
         torch.softmax(self.z / self.T if self.T != 1 else self.z, -1, out=self.ez)
-        torch.cumsum(self.ez, -1, dtype=torch.float64, out=self.cdf)
+        _cumsum(self.ez, self.cdf)
 
     def metrics(self, t: int = 0) -> dict[str, np.ndarray]:
         """The recorded metrics of the current policy (:func:`_metrics`) at step ``t``;
         ``ValueError`` (:func:`simulations.cli.diverged`) if the logits or a metric are not finite."""
         u = self.z / self.T if self.T != 1 else self.z
         out = _np(_metrics(u, self.ez, self.p0c, self.nc, self.Q0, self.cfg.record_probs))
-        bad = ~torch.isfinite(u).all(-1).cpu().numpy()
+        bad = ~torch.isfinite(u.sum(-1))  # a non-finite entry makes the sum non-finite: one cheap pass,
+        if bool(bad.any()):  # and the exact test when the sum is not finite (an entry, or an overflow)
+            bad = ~torch.isfinite(u).all(-1)
+        bad = bad.cpu().numpy()
         for v in out.values():
             bad |= ~np.isfinite(v)
         if bad.any():
@@ -548,15 +894,13 @@ class _Block:
         """Exact group sampling of step ``t``, one batched call per group size; returns ``X`` (the
         correct draws per configuration).  The sorted draws of group ``k`` stay in
         ``draws[k].idx`` (the first ``X`` are correct); with ``counts`` also the counts per action."""
-        X = torch.empty(self.B, dtype=torch.int64, device=self.dev)
         for (_, sl), dr in zip(self.rows, self.draws):
-            ix = dr.draw(self.cdf[sl], self.seeds[sl], t)
-            nc = torch.full((ix.shape[0], 1), self.nc, dtype=torch.int64, device=self.dev)
-            X[sl] = torch.searchsorted(ix, nc)[:, 0]
+            dr.draw(self.cdf[sl], self.seeds[sl], t)
+        X = self.draws[0].X if len(self.draws) == 1 else torch.cat([dr.X for dr in self.draws])
         if counts:
-            self.counts.zero_()
             for (_, sl), dr in zip(self.rows, self.draws):
-                self.counts[sl].scatter_add_(1, dr.idx, self.one.expand(dr.idx.shape))
+                ones = self.one.expand(sl.stop - sl.start).contiguous()
+                dr.scatter(ones, ones, self.counts[sl])
         return X
 
     def advantages(self, X: torch.Tensor) -> Any:
@@ -598,16 +942,15 @@ class _Block:
 
     def _scatter_draws(self, X: torch.Tensor, A: Any, scale: torch.Tensor | None) -> None:
         """``g_i = S_i = Σ_{draws j of i} A_j`` (times ``scale``), scattered straight into ``g``."""
+        if self.rew is None:  # sorted draws: the X correct ones first
+            AcAw = A if scale is None else A * scale
+            Ac, Aw = AcAw[0], AcAw[1]
+            for (_, sl), dr in zip(self.rows, self.draws):
+                dr.scatter(Ac[sl], Aw[sl], self.g[sl])
+            return
         self.g.zero_()
-        if self.rew is None:
-            Ac, Aw = A if scale is None else A * scale
-        for k, ((n, sl), dr) in enumerate(zip(self.rows, self.draws)):
-            if self.rew is None:
-                first = torch.arange(n, device=self.dev)[None, :] < X[sl, None]  # sorted draws: X correct first
-                vals = torch.where(first, Ac[sl, None], Aw[sl, None])
-            else:
-                vals = A[k] if scale is None else A[k] * scale[sl, None]
-            self.g[sl].scatter_add_(1, dr.idx, vals)
+        for k, ((_, sl), dr) in enumerate(zip(self.rows, self.draws)):
+            self.g[sl].scatter_add_(1, dr.idx, A[k] if scale is None else A[k] * scale[sl, None])
 
     def _advantage_sum(self, X: torch.Tensor, A: Any) -> torch.Tensor:
         """``C = Σ_j A_j`` per configuration."""
@@ -621,9 +964,11 @@ class _Block:
         z, g = self.z, self.g
         if self.cfg.optimizer == "sgd":
             z.addcmul_(self.lr, g)
-        elif self.opt is not None:
-            z.grad = g
-            self.opt.step()
+        elif self.steps_taken is not None:
+            (b1, b2) = self.cfg.betas
+            torch_adam([z], [g], [self.m], [self.v], [], [self.steps_taken], amsgrad=False, beta1=b1, beta2=b2,
+                       lr=self.adam_lr, weight_decay=0.0, eps=self.cfg.eps, maximize=True,
+                       fused=True if self.dev.type in ("cpu", "cuda") else None)
         else:
             (b1, b2), m, v = self.cfg.betas, self.m, self.v
             m.mul_(b1).add_(g, alpha=1 - b1)

@@ -46,7 +46,7 @@ import pandas as pd
 from rlvr_theory.serialize import fmt_number
 
 from ..io import atomic_dir, atomic_write, atomic_write_text, check_out
-from ..report import Block, new_figure, png_bytes, render_html, render_markdown, to_json
+from ..report import Block, Page, new_figure, png_bytes, render_html, render_markdown, to_json
 
 __all__ = ["write_report", "render", "check_report_out", "rolling_window", "REPORT_FILES", "REPORT_MARKERS",
            "TITLE", "HEADERS"]
@@ -297,23 +297,6 @@ def _solve_rate_hist(doc: dict) -> tuple[bytes, Block] | None:
 
 
 # ------------------------------------------------------------------ sections
-class _Page:
-    """The blocks and embedded images of the report, filled section by section."""
-
-    def __init__(self) -> None:
-        self.blocks: list[Block] = []
-        self.images: dict[str, bytes] = {}
-
-    def add(self, *blocks: Block) -> None:
-        self.blocks.extend(blocks)
-
-    def img(self, name: str, data: bytes | None, caption: str) -> None:
-        """An image block (skipped when the plot had nothing to draw)."""
-        if data is not None:
-            self.images[name] = data
-            self.blocks.append(("img", name, caption))
-
-
 def _label(d: dict | None) -> str:
     """``name(k=v, ...)`` of an advantage entry of the document."""
     if not d:
@@ -368,7 +351,7 @@ def _sign_text(ratio: float) -> str:
             "read it as FADE's diagnostic of sign imbalance, not as a prediction.")
 
 
-def _verdict(page: _Page, doc: dict, frame: pd.DataFrame) -> None:
+def _verdict(page: Page, doc: dict, frame: pd.DataFrame) -> None:
     page.add(("h2", "Verdict"))
     o = _overall(doc, frame)
     lines: list[str] = []
@@ -421,7 +404,7 @@ def _verdict(page: _Page, doc: dict, frame: pd.DataFrame) -> None:
     page.add(*[("p", ln) for ln in lines])
 
 
-def _run(page: _Page, doc: dict, frame: pd.DataFrame) -> None:
+def _run(page: Page, doc: dict, frame: pd.DataFrame) -> None:
     src = doc.get("source") or {}
     o = _overall(doc, frame)
     page.add(("h2", "Run"))
@@ -473,7 +456,7 @@ def _cell(col: str, v: Any) -> str:
     return _fmt(x)
 
 
-def _per_step(page: _Page, doc: dict, frame: pd.DataFrame) -> None:
+def _per_step(page: Page, doc: dict, frame: pd.DataFrame) -> None:
     page.add(("h2", "Per step"))
     cols = [c for c in _TABLE_COLS if c in frame.columns]
     if "n_nan_rewards" in frame.columns and (frame["n_nan_rewards"].fillna(0) > 0).any():
@@ -508,7 +491,7 @@ def _per_step(page: _Page, doc: dict, frame: pd.DataFrame) -> None:
     page.add(("table", ["series", "first tenth", "last tenth", "mean", "min", "max"], srows))
 
 
-def _by_size(page: _Page, doc: dict, frame: pd.DataFrame) -> None:
+def _by_size(page: Page, doc: dict, frame: pd.DataFrame) -> None:
     by = doc.get("by_group_size")
     if not by:
         return
@@ -524,7 +507,7 @@ def _by_size(page: _Page, doc: dict, frame: pd.DataFrame) -> None:
                         "pass@1", "pass@G"], rows))
 
 
-def _solve_rates(page: _Page, doc: dict, frame: pd.DataFrame) -> None:
+def _solve_rates(page: Page, doc: dict, frame: pd.DataFrame) -> None:
     page.add(("h2", "Solve rates"))
     got = _solve_rate_hist(doc)
     if got is None:
@@ -536,7 +519,7 @@ def _solve_rates(page: _Page, doc: dict, frame: pd.DataFrame) -> None:
     page.add(table)
 
 
-def _what_if(page: _Page, doc: dict, frame: pd.DataFrame, window: int) -> None:
+def _what_if(page: Page, doc: dict, frame: pd.DataFrame, window: int) -> None:
     labels = _compare_labels(doc, frame)
     if not labels:
         return
@@ -561,7 +544,7 @@ def _what_if(page: _Page, doc: dict, frame: pd.DataFrame, window: int) -> None:
              "m_S (left) and m_F (right) per step, of the advantage in use and of each --compare family.")
 
 
-def _plots(page: _Page, doc: dict, frame: pd.DataFrame, window: int) -> None:
+def _plots(page: Page, doc: dict, frame: pd.DataFrame, window: int) -> None:
     page.add(("h2", "Series against step"))
     page.add(("p", _window_note(window)))
     G = doc.get("group_size")
@@ -626,7 +609,7 @@ def render(doc: dict, steps_frame: pd.DataFrame | None = None) -> tuple[list[Blo
         raise ValueError("doc must be the dict returned by analysis.audit.metrics.audit")
     frame = _steps(doc, steps_frame)
     window = rolling_window(len(frame))
-    page = _Page()
+    page = Page()
     for section in (_verdict, _run, _per_step, _by_size, _solve_rates):
         section(page, doc, frame)
     _what_if(page, doc, frame, window)
