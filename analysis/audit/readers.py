@@ -635,10 +635,10 @@ def _read_jsonl(path: Path, ctx: _Context, *, required: dict[str, Any], optional
     return _scan_jsonl(path, ctx, schema, required, what)
 
 
-def _scan_jsonl(path: Path, ctx: _Context, schema: Any, required: dict[str, Any], what: str) -> Any:
-    import pyarrow as pa
-
-    good = io.BytesIO()
+def _json_objects(path: Path, ctx: _Context, what: str):
+    """``(line number, object)`` of each non-blank line of a JSONL file; a line that is not JSON is
+    refused with ``path:line`` (or skipped and counted with ``skip_bad_lines``), a line that is not
+    a JSON object is refused naming ``what``."""
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
@@ -653,24 +653,32 @@ def _scan_jsonl(path: Path, ctx: _Context, schema: Any, required: dict[str, Any]
                 raise ValueError(f"{path}:{lineno}: not a valid JSON line{end} ({err}); pass skip_bad_lines=True "
                                  "(--skip-bad-lines) to skip such lines") from None
             if not isinstance(obj, dict):
-                raise ValueError(f"{path}:{lineno}: a {what} line must be a JSON object, got {type(obj).__name__}")
-            for k in required:
-                if obj.get(k) is None:
-                    raise ValueError(f"{path}:{lineno}: missing key {k!r} (a {what} line has "
-                                     + ", ".join(repr(r) for r in required) + ")")
-            for k in schema.names:
-                v = obj.get(k)
-                t = schema.field(k).type
-                if v is None:
-                    continue
-                if pa.types.is_string(t) and not isinstance(v, str):
-                    obj[k] = json.dumps(v) if isinstance(v, (dict, list)) else str(v)
-                elif pa.types.is_floating(t) or pa.types.is_integer(t):
-                    if isinstance(v, bool) or not isinstance(v, (int, float)):
-                        raise ValueError(f"{path}:{lineno}: key {k!r} must be a number, got {v!r}")
-                    if pa.types.is_integer(t) and isinstance(v, float) and not v.is_integer():
-                        raise ValueError(f"{path}:{lineno}: key {k!r} must be an integer, got {v!r}")
-            good.write(json.dumps({k: obj.get(k) for k in schema.names}).encode() + b"\n")
+                raise ValueError(f"{path}:{lineno}: {what} must be a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def _scan_jsonl(path: Path, ctx: _Context, schema: Any, required: dict[str, Any], what: str) -> Any:
+    import pyarrow as pa
+
+    good = io.BytesIO()
+    for lineno, obj in _json_objects(path, ctx, f"a {what} line"):
+        for k in required:
+            if obj.get(k) is None:
+                raise ValueError(f"{path}:{lineno}: missing key {k!r} (a {what} line has "
+                                 + ", ".join(repr(r) for r in required) + ")")
+        for k in schema.names:
+            v = obj.get(k)
+            t = schema.field(k).type
+            if v is None:
+                continue
+            if pa.types.is_string(t) and not isinstance(v, str):
+                obj[k] = json.dumps(v) if isinstance(v, (dict, list)) else str(v)
+            elif pa.types.is_floating(t) or pa.types.is_integer(t):
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise ValueError(f"{path}:{lineno}: key {k!r} must be a number, got {v!r}")
+                if pa.types.is_integer(t) and isinstance(v, float) and not v.is_integer():
+                    raise ValueError(f"{path}:{lineno}: key {k!r} must be an integer, got {v!r}")
+        good.write(json.dumps({k: obj.get(k) for k in schema.names}).encode() + b"\n")
     if good.tell() == 0:
         return pa.table({k: pa.array([], type=schema.field(k).type) for k in schema.names})
     good.seek(0)
@@ -969,46 +977,32 @@ def _read_table(f: LogFile, ctx: _Context) -> None:
 def _read_prime(f: LogFile, ctx: _Context) -> None:
     steps, keys, rewards = [], [], []
     no_reward = no_trace = 0
-    with open(f.path, "rb") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                ep = json.loads(line)
-            except ValueError as err:
-                if ctx.skip_bad_lines:
-                    ctx.counts["n_bad_lines_skipped"] += 1
-                    continue
-                end = " (the last line: the file may be truncated)" if not line.endswith(b"\n") else ""
-                raise ValueError(f"{f.path}:{lineno}: not a valid JSON line{end} ({err}); pass "
-                                 "skip_bad_lines=True (--skip-bad-lines) to skip such lines") from None
-            if not isinstance(ep, dict):
-                raise ValueError(f"{f.path}:{lineno}: a prime-rl episode must be a JSON object")
-            group = ep.get("group")
-            gid = group.get("id") if isinstance(group, dict) else None
-            if gid is None:
-                raise ValueError(f"{f.path}:{lineno}: missing key 'group.id' (a prime-rl episode has its rollout "
-                                 "group's id)")
-            if "traces" not in ep:
-                raise ValueError(f"{f.path}:{lineno}: missing key 'traces' (a prime-rl episode lists its traces)")
-            step = f.step
+    for lineno, ep in _json_objects(f.path, ctx, "a prime-rl episode"):
+        group = ep.get("group")
+        gid = group.get("id") if isinstance(group, dict) else None
+        if gid is None:
+            raise ValueError(f"{f.path}:{lineno}: missing key 'group.id' (a prime-rl episode has its rollout "
+                             "group's id)")
+        if "traces" not in ep:
+            raise ValueError(f"{f.path}:{lineno}: missing key 'traces' (a prime-rl episode lists its traces)")
+        step = f.step
+        if step is None:
+            run = ep.get("run") if isinstance(ep.get("run"), dict) else {}
+            work = run.get("work") if isinstance(run.get("work"), dict) else {}
+            step = work.get("step")
             if step is None:
-                run = ep.get("run") if isinstance(ep.get("run"), dict) else {}
-                work = run.get("work") if isinstance(run.get("work"), dict) else {}
-                step = work.get("step")
-                if step is None:
-                    raise ValueError(f"{f.path}:{lineno}: no step: neither a step_N folder nor 'run.work.step'")
-            traces = ep["traces"] or []
-            if not traces:
-                no_trace += 1
-            for tr in traces:
-                rw = (tr or {}).get("rewards") or {}
-                vals = [float(r["score"]) * float(r.get("weight", 1.0)) for r in rw.values() if r is not None]
-                if not vals:
-                    no_reward += 1
-                steps.append(int(step))
-                keys.append(str(gid))
-                rewards.append(math.fsum(vals))
+                raise ValueError(f"{f.path}:{lineno}: no step: neither a step_N folder nor 'run.work.step'")
+        traces = ep["traces"] or []
+        if not traces:
+            no_trace += 1
+        for tr in traces:
+            rw = (tr or {}).get("rewards") or {}
+            vals = [float(r["score"]) * float(r.get("weight", 1.0)) for r in rw.values() if r is not None]
+            if not vals:
+                no_reward += 1
+            steps.append(int(step))
+            keys.append(str(gid))
+            rewards.append(math.fsum(vals))
     ctx.read_paths.append(str(f.path))
     ctx.grouping.add("group-column")
     if no_trace:
