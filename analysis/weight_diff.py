@@ -132,6 +132,7 @@ _CHUNK_CUDA = 1 << 24       # on CUDA: fewer kernel launches (128 MiB of float64
 _SS_SAFE = (1e-200, 1e200)  # float64 sums of squares that lost nothing to underflow or overflow
 _SPECTRA_BLOCK = 8          # analysis.spectra's float64 row blocks: at most 1/8 of the matrix ...
 _SPECTRA_MAX_ELEMS = 1 << 23  # ... and at most its default 64 MiB
+_FAST_MIN_ELEMS = 1 << 20   # top-k spectra of float32 ΔW above this many entries: spectra's "gram32"
 _TORCH_ON_CPU = False       # tests only: run the torch (CUDA) code path on CPU tensors
 #: OpenBLAS threads during a CPU diff (``None``: leave the process's setting).  numpy and scipy
 #: each bundle their own OpenBLAS; their two thread pools, alternating call by call, busy-wait
@@ -140,6 +141,24 @@ _TORCH_ON_CPU = False       # tests only: run the torch (CUDA) code path on CPU 
 #: with both at 1 (at load 1.5: 25.9 s with 2 threads, 23.0 s with 1).  The previous setting is
 #: restored afterwards.
 CPU_BLAS_THREADS: int | None = 1
+
+
+#: phases of :func:`diff`'s ``timings_s`` (seconds of wall time spent in each)
+PHASES = ("read", "difference", "norms_densities", "rounding_floor", "head_spectrum", "spectra", "cross", "finish")
+_TIMINGS: dict[str, float] | None = None   # the running diff's phase times (module state, one diff at a time)
+
+
+@contextlib.contextmanager
+def _phase(name: str):
+    """Add the wall time of the block to the running diff's ``timings_s[name]``."""
+    if _TIMINGS is None:
+        yield
+        return
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        _TIMINGS[name] = _TIMINGS.get(name, 0.0) + time.perf_counter() - t
 
 
 def _key(x: float) -> str:
@@ -599,7 +618,7 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     -------
     dict
         ``{"base", "device", "settings", "checkpoints": [...], "alignment", "clustering",
-        "skipped_tensors", "timing_s", "run"}``; see ``docs/checkpoint_diff.md`` for every
+        "skipped_tensors", "timing_s", "timings_s", "run"}``; see ``docs/checkpoint_diff.md`` for every
         key.  ``run`` is :func:`analysis.runtime.run_metadata` of the arguments (package
         version, settings, seed, device, threads).  An undefined ratio (``s1/s2`` of an
         exactly rank-1 ``ΔW``) is ``None``.
@@ -638,7 +657,19 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     >>> sorted(doc["run"])
     ['device', 'package_version', 'seed', 'settings', 'threads']
     """
+    global _TIMINGS
     t0 = time.perf_counter()
+    _TIMINGS = dict.fromkeys(PHASES, 0.0)
+    try:
+        return _diff(t0, base, checkpoints, device=device, top_k=top_k, layers=layers, tokenizer=tokenizer,
+                     full_spectrum=full_spectrum, progress=progress, cast=cast)
+    finally:
+        _TIMINGS = None
+
+
+def _diff(t0: float, base: str, checkpoints: Sequence[str], *, device: str, top_k: int, layers: str,
+          tokenizer: str | None, full_spectrum: bool, progress: bool, cast: str | None) -> dict:
+    """The body of :func:`diff` (which times its phases)."""
     paths, top_k = _check_args(base, checkpoints, top_k, layers, tokenizer, full_spectrum, progress, cast)
     dev = resolve_device(device)
     ops = _Ops(dev, cast)
@@ -692,7 +723,8 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
             _adapter_pass(runs, adapters, b, names, ops, dev, top_k, layers, full_spectrum, cross, bar)
         for name in ([] if adapters else names):
             rows_needed = max(r.pairs[name].rows for r in runs)
-            B = ops.load(b, name, 0, rows_needed)
+            with _phase("read"):
+                B = ops.load(b, name, 0, rows_needed)
             base_l2: dict[int, float] = {}
             base_floor: dict[tuple[int, str], float] = {}
             fits = n * ops.nbytes(runs[0].pairs[name].compared_shape) <= budget
@@ -701,13 +733,16 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
             for r in runs:
                 p = r.pairs[name]
                 if p.rows not in base_l2:
-                    base_l2[p.rows] = ops.stats(B[:p.rows], counts=False)[0]
-                X = ops.load(r.ck, name, 0, p.rows)
+                    with _phase("norms_densities"):
+                        base_l2[p.rows] = ops.stats(B[:p.rows], counts=False)[0]
+                with _phase("read"):
+                    X = ops.load(r.ck, name, 0, p.rows)
                 odt = r.ck.info(name).dtype
                 floor = None
                 if odt != bdt:
                     r.dtype_differs = True
                     if cast is None:  # the side stored at the finer precision, rounded to the other's dtype
+                        tf = time.perf_counter()
                         if _MANTISSA.get(bdt, 0) >= _MANTISSA.get(odt, 0):
                             if (p.rows, odt) not in base_floor:
                                 base_floor[(p.rows, odt)] = ops.floor(B[:p.rows], odt)
@@ -716,7 +751,10 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
                             floor = ops.floor(X, bdt)
                         r.floor = math.hypot(r.floor, floor)
                         r.floor_tensors += 1
-                D = ops.sub_(X, B[:p.rows])
+                        if _TIMINGS is not None:
+                            _TIMINGS["rounding_floor"] += time.perf_counter() - tf
+                with _phase("difference"):
+                    D = ops.sub_(X, B[:p.rows])
                 del X
                 _measure(r, p, D, base_l2[p.rows], ops, dev, top_k, layers, full_spectrum, vectors=n >= 2)
                 if odt != bdt:
@@ -728,16 +766,18 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
                 if bar is not None:
                     bar.update(1)
             if cross is not None:
-                if keep is not None and len({r.pairs[name].rows for r in runs}) == 1:
-                    cross[name] = (ops.gram(keep, _shifts(runs)), _shifts(runs))
-                else:
-                    cross[name] = (_blocked_gram(runs, name, B, ops), _shifts(runs))
+                with _phase("cross"):
+                    if keep is not None and len({r.pairs[name].rows for r in runs}) == 1:
+                        cross[name] = (ops.gram(keep, _shifts(runs)), _shifts(runs))
+                    else:
+                        cross[name] = (_blocked_gram(runs, name, B, ops), _shifts(runs))
             del keep, B
     finally:
         stack.close()
         if bar is not None:
             bar.close()
 
+    tfin = time.perf_counter()
     doc: dict[str, Any] = {
         "base": str(base),
         "device": _device_name(dev),
@@ -757,6 +797,9 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     }
     if adapters:
         _adapter_notes(doc, adapters)
+    if _TIMINGS is not None:
+        _TIMINGS["finish"] += time.perf_counter() - tfin
+        doc["timings_s"] = dict(_TIMINGS)
     doc["timing_s"] = time.perf_counter() - t0
     doc["run"] = run_metadata({"base": str(base), "checkpoints": paths, "device": str(device), "top_k": top_k,
                                "layers": layers, "tokenizer": None if tokenizer is None else str(tokenizer),
@@ -994,8 +1037,13 @@ def _blocked_gram(runs: list[_Run], name: str, B: Any, ops: _Ops) -> np.ndarray:
 def _measure(r: _Run, p: TensorPair, D: Any, base_l2: float, ops: _Ops, dev: torch.device,
              top_k: int, layers: str, full_spectrum: bool, vectors: bool) -> None:
     """Norms, densities and (2-D weights) SVD metrics of one ``ΔW_t``; the leading singular
-    vectors of the head always, of the other weights when ``vectors`` (alignment needs them)."""
-    l2, cnt = ops.stats(D)
+    vectors of the head always, of the other weights when ``vectors`` (alignment needs them).
+
+    Top-``k`` spectra of large float32 ``ΔW`` on the CPU use :mod:`analysis.spectra`'s
+    ``"gram32"`` method (float32 Gram, block Krylov, float64 Rayleigh–Ritz: top-``k`` values to
+    ``≤ 10⁻⁹`` relative, see its docs); the head's full spectrum the float64 ``"gram"``."""
+    with _phase("norms_densities"):
+        l2, cnt = ops.stats(D)
     if not math.isfinite(l2) or not math.isfinite(base_l2):
         which = "ΔW" if math.isfinite(base_l2) else "the base weight"
         raise ValueError(f"{r.ck.label}: {which} of tensor {p.name!r} is beyond the float64 range (an entry or "
@@ -1026,7 +1074,11 @@ def _measure(r: _Run, p: TensorPair, D: Any, base_l2: float, ops: _Ops, dev: tor
             tall, short = max(p.compared_shape), min(p.compared_shape)
             block_rows = max(1, min(_SPECTRA_MAX_ELEMS // short, -(-tall // _SPECTRA_BLOCK)))
             nv = 1 if (is_head or vectors) else 0
-            spec = spectra.spectrum(D, k, n_vectors=nv, device=dev, block_rows=block_rows)
+            fast = (k is not None and k < d and not ops.torch and dev.type == "cpu"
+                    and getattr(D, "dtype", None) == np.float32 and tall * short > _FAST_MIN_ELEMS)
+            with _phase("head_spectrum" if is_head else "spectra"):
+                spec = spectra.spectrum(D, k, n_vectors=nv, device=dev, block_rows=block_rows,
+                                        method="gram32" if fast else "auto")
             s = spec.s
             rec.update({
                 "s1": float(s[0]), "s2": float(s[1]) if len(s) > 1 else 0.0,

@@ -1,7 +1,7 @@
 """Benchmark: checkpoint diff of a Qwen2.5-shaped random bf16 pair.
 
     python benchmarks/bench_diff.py [--shape 0.5b|7b|tiny] [--device auto|cpu|cuda] [--top-k 64]
-        [--workdir DIR] [--no-baseline] [--record] [--lora RANK]
+        [--workdir DIR] [--no-baseline] [--record] [--lora RANK] [--layers all|head] [--profile]
 
 Builds (once, cached in ``--workdir``) a base and an "RL" checkpoint with the tensor names
 and shapes of Qwen2.5-0.5B (24 layers, d = 896, vocab 151,936, tied head), Qwen2.5-7B
@@ -30,7 +30,10 @@ rank-``RANK`` adapter on every linear layer of the blocks (q, k, v, o, gate, up,
 ``adapter_config.json`` + ``adapter_model.safetensors`` (no peft needed); the variants are
 ``read`` (every tensor of the base) and ``lora`` (``analysis.weight_diff.diff(base, [adapter])``),
 recorded (``--record``, default for ``7b``) in ``bench_diff_lora<RANK>_<shape>_<device>.json``.  ``--record`` (default for ``--shape 7b``) writes the numbers with
-the device into ``benchmarks/results/bench_diff_<shape>_<device>.json``.
+the device into ``benchmarks/results/bench_diff_<shape>_<device>.json`` (``--layers head``:
+``bench_diff_<shape>_head_<device>.json``), with the load average at start and end.
+``--layers head`` times the head-only diff (SVD metrics of the output head only);
+``--profile`` prints the diff's time per phase (its ``timings_s``).
 """
 
 from __future__ import annotations
@@ -206,14 +209,14 @@ def run_read(base: str, rl: str) -> dict:
     return {"time_s": time.perf_counter() - t0, "bytes": nbytes}
 
 
-def run_ours(base: str, rl: str, device: str, top_k: int) -> dict:
+def run_ours(base: str, rl: str, device: str, top_k: int, layers: str = "all") -> dict:
     from analysis import weight_diff
 
     t = time.perf_counter()
-    doc = weight_diff.diff(base, [rl], device=device, top_k=top_k, progress=False)
+    doc = weight_diff.diff(base, [rl], device=device, top_k=top_k, layers=layers, progress=False)
     el = time.perf_counter() - t
     c = doc["checkpoints"][0]
-    return {"time_s": el, "device": doc["device"], "global_l2": c["global_l2"],
+    return {"time_s": el, "device": doc["device"], "timings_s": doc.get("timings_s"), "global_l2": c["global_l2"],
             "head_s1_s2": c["output_head"]["s1_s2"], "head_rank1": c["output_head"]["rank1_fraction"],
             "inner_s1_s2_mean": c["inner_s1_s2_mean"]}
 
@@ -290,7 +293,7 @@ def _child(args: argparse.Namespace) -> None:
         import transformers  # noqa: F401
     rss_imports = _rss_mb()
     fn = {"read": lambda: run_read(args.base, args.rl),
-          "ours": lambda: run_ours(args.base, args.rl, args.device, args.top_k),
+          "ours": lambda: run_ours(args.base, args.rl, args.device, args.top_k, args.layers),
           "transformers": lambda: run_transformers(args.base, args.rl, args.device),
           "read_base": lambda: run_read_base(args.base),
           "lora": lambda: run_lora(args.base, args.rl, args.device, args.top_k)}[args.child]
@@ -305,7 +308,8 @@ def _child(args: argparse.Namespace) -> None:
 
 def _spawn(variant: str, base: Path | None, rl: Path | None, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, __file__, "--child", variant, "--base", str(base), "--rl", str(rl),
-           "--device", args.device, "--top-k", str(args.top_k), "--shape", args.shape, "--workdir", args.workdir]
+           "--device", args.device, "--top-k", str(args.top_k), "--shape", args.shape, "--workdir", args.workdir,
+           "--layers", args.layers]
     if args.lora:
         cmd += ["--lora", str(args.lora)]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -326,6 +330,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--record", action="store_true")
     ap.add_argument("--lora", type=int, default=0, metavar="RANK",
                     help="time a synthetic rank-RANK LoRA adapter on all linear layers against the base")
+    ap.add_argument("--layers", choices=("all", "head"), default="all",
+                    help="SVD metrics of every 2-D weight (all, default) or of the output head only (head)")
+    ap.add_argument("--profile", action="store_true",
+                    help="print the diff's time per phase (timings_s: read, difference, norms and densities, "
+                         "head spectrum, other spectra, ...)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--base", help=argparse.SUPPRESS)
     ap.add_argument("--rl", help=argparse.SUPPRESS)
@@ -357,8 +366,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{k:<14}{r['time_s']:>10.2f}{r['peak_rss_mb']:>16.0f}{r.get('vm_hwm_mb') or float('nan'):>13.0f}"
               f"{g:>14.0f}{g / (4 * largest / 2 ** 20):>22.2f}")
     o = res["ours"]
+    load_after = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    if args.profile and o.get("timings_s"):
+        print(f"{'phase':<18}{'time (s)':>10}{'share':>8}")
+        for ph, v in o["timings_s"].items():
+            print(f"{ph:<18}{v:>10.2f}{v / o['time_s']:>8.1%}")
+        print(f"{'other':<18}{o['time_s'] - sum(o['timings_s'].values()):>10.2f}")
     print(f"ours: device {o['device']}; head s1/s2 = {o['head_s1_s2']:.4f}, r1 = {o['head_rank1']:.4f}, "
-          f"‖ΔW‖ = {o['global_l2']:.6g}; time / read time = {o['time_s'] / res['read']['time_s']:.2f}")
+          f"‖ΔW‖ = {o['global_l2']:.6g}; time / read time = {o['time_s'] / res['read']['time_s']:.2f}; "
+          f"load average {load:.2f} at start, {load_after:.2f} at end")
     if "transformers" in res:
         b = res["transformers"]
         gb = b["peak_rss_mb"] - b["rss_after_imports_mb"]
@@ -371,8 +387,9 @@ def main(argv: list[str] | None = None) -> None:
         out = ROOT / "benchmarks" / "results"
         out.mkdir(parents=True, exist_ok=True)
         dev = o["device"].split(" ")[0].replace(":", "")
-        f = out / f"bench_diff_{args.shape}_{dev}.json"
+        f = out / f"bench_diff_{args.shape}{'_head' if args.layers == 'head' else ''}_{dev}.json"
         rec = {"shape": args.shape, "device": o["device"], "cpus": os.cpu_count(), "load_average": load,
+               "load_average_after": load_after, "layers": args.layers,
                "top_k": args.top_k, "params_per_checkpoint": n_params, "results": res,
                "time_over_read": o["time_s"] / res["read"]["time_s"],
                "date": time.strftime("%Y-%m-%d %H:%M:%S")}

@@ -1,0 +1,126 @@
+"""Accuracy of the fast top-k spectrum of the checkpoint diff (analysis.spectra "gram32").
+
+The per-matrix top-k metrics of a diff (every 2-D weight but the head) use a float32 Gram
+matrix, block Krylov for its leading eigenvectors and a float64 Rayleigh-Ritz step on the
+matrix itself.  Stated accuracy: each of the top k singular values, s1/s2 and r1 to 1e-9
+relative (or better) against the exact float64 SVD; the Frobenius norm exact (float64 sum); the
+leading singular vectors to first order in the float32 rounding (‖W v − σ u‖ ≤ 1e-6·σ1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from analysis import spectra, weight_diff
+
+TOL = 1e-9
+
+
+def _noise(m: int, n: int, seed: int) -> np.ndarray:
+    return (1e-3 * np.random.default_rng(seed).standard_normal((m, n))).astype(np.float32)
+
+
+def _spike(m: int, n: int, seed: int) -> np.ndarray:
+    g = np.random.default_rng(seed)
+    a = 1e-3 * g.standard_normal((m, n)) + 5e-3 * np.outer(g.standard_normal(m), g.standard_normal(n)) / np.sqrt(n)
+    return a.astype(np.float32)
+
+
+def _graded(m: int, n: int, seed: int) -> np.ndarray:
+    if m < n:
+        return np.ascontiguousarray(_graded(n, m, seed).T)
+    g = np.random.default_rng(seed)
+    U = np.linalg.qr(g.standard_normal((m, n)))[0]
+    V = np.linalg.qr(g.standard_normal((n, n)))[0]
+    s = np.logspace(0, -6, n)
+    return ((U * s) @ V.T).astype(np.float32)
+
+
+def _reference(A: np.ndarray) -> np.ndarray:
+    return np.linalg.svd(A.astype(np.float64), compute_uv=False)
+
+
+@pytest.fixture(params=[False, True], ids=["dense-eigh", "krylov"])
+def krylov(request, monkeypatch):
+    """Run each case through the dense eigh (small n) and through the block Krylov path."""
+    if request.param:
+        monkeypatch.setattr(spectra, "_KRYLOV_MIN_N", 32)
+    return request.param
+
+
+@pytest.mark.parametrize("make", [_noise, _spike, _graded], ids=["noise", "spike", "graded"])
+@pytest.mark.parametrize("shape", [(1200, 400), (400, 1200)], ids=["tall", "wide"])
+def test_gram32_top_k_matches_float64_svd(make, shape, krylov):
+    A = make(*shape, seed=1)
+    k = 24
+    ref = _reference(A)
+    spec = spectra.spectrum(A, k, method="gram32", n_vectors=2)
+    assert spec.method == "gram32"
+    assert np.max(np.abs(spec.s - ref[:k]) / ref[:k]) <= TOL
+    assert abs(spectra.s1_s2(spec) - ref[0] / ref[1]) <= TOL * ref[0] / ref[1]
+    r1 = ref[0] ** 2 / np.sum(ref ** 2)
+    assert abs(spectra.rank1_fraction(spec) - r1) <= TOL * r1
+    fro = np.sqrt(np.sum(A.astype(np.float64) ** 2))
+    assert abs(spec.fro_norm - fro) <= 1e-13 * fro
+    # leading triplets (first order in the float32 subspace error): ‖W v − σ u‖ ≤ 1e-6·σ1, unit vectors
+    A64 = A.astype(np.float64)
+    for i in range(2):
+        res = np.linalg.norm(A64 @ spec.v[:, i] - spec.s[i] * spec.u[:, i])
+        assert res <= 1e-6 * ref[0]
+        assert abs(np.linalg.norm(spec.u[:, i]) - 1) < 1e-12
+
+
+def test_gram32_scales_tiny_and_huge_entries():
+    A = _spike(600, 200, seed=2)
+    ref = _reference(A)
+    for e in (-100, 100):   # float32 squares would under- / overflow without the power-of-2 scaling
+        B = np.ldexp(A, e).astype(np.float32)   # exact: every entry stays a normal float32
+        want = np.ldexp(ref, e)
+        spec = spectra.spectrum(B, 8, method="gram32")
+        assert np.max(np.abs(spec.s - want[:8]) / want[:8]) <= TOL
+        assert spec.fro_norm == pytest.approx(float(np.ldexp(np.sqrt(np.sum(ref ** 2)), e)), rel=1e-13)
+
+
+def test_gram32_falls_back_and_needs_k():
+    A = _noise(300, 100, seed=3).astype(np.float64)
+    assert spectra.spectrum(A, 5, method="gram32").method == "gram"   # float64 input: the float64 Gram
+    with pytest.raises(ValueError, match="k is required with method='gram32'"):
+        spectra.spectrum(A.astype(np.float32), method="gram32")
+    assert spectra.spectrum(np.zeros((300, 100), np.float32), 3, method="gram32").fro_norm == 0.0
+
+
+def _pair(root, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    base = {"lm_head.weight": 0.02 * torch.randn(256, 48, generator=g),
+            "model.layers.0.mlp.up_proj.weight": 0.02 * torch.randn(300, 48, generator=g),
+            "model.layers.0.mlp.down_proj.weight": 0.02 * torch.randn(48, 300, generator=g)}
+    rl = {k: (v + 1e-3 * torch.randn(v.shape, generator=g)).bfloat16() for k, v in base.items()}
+    base = {k: v.bfloat16() for k, v in base.items()}
+    for name, tensors in (("base", base), ("rl", rl)):
+        (root / name).mkdir()
+        (root / name / "config.json").write_text('{"model_type": "toy", "tie_word_embeddings": false}')
+        save_file(tensors, str(root / name / "model.safetensors"))
+    return str(root / "base"), str(root / "rl")
+
+
+def test_diff_fast_top_k_equals_exact_path(tmp_path, monkeypatch):
+    """The diff's per-matrix metrics through "gram32" equal those of the float64 SVD path."""
+    b, r = _pair(tmp_path)
+    exact = weight_diff.diff(b, [r], device="cpu", top_k=8, progress=False)
+    monkeypatch.setattr(weight_diff, "_FAST_MIN_ELEMS", 1000)
+    monkeypatch.setattr(spectra, "_KRYLOV_MIN_N", 16)
+    fast = weight_diff.diff(b, [r], device="cpu", top_k=8, progress=False)
+    for x, y in zip(exact["checkpoints"][0]["layers"], fast["checkpoints"][0]["layers"]):
+        assert x["name"] == y["name"]
+        assert x["l2"] == y["l2"] and x["density"] == y["density"]
+        for key in ("s1", "s2", "s1_s2", "rank1_fraction", "stable_rank"):
+            assert y[key] == pytest.approx(x[key], rel=TOL, abs=0)
+        np.testing.assert_allclose(y["top_singular_values"] if "top_singular_values" in y else y["singular_values"],
+                                   x["top_singular_values"] if "top_singular_values" in x else x["singular_values"],
+                                   rtol=TOL, atol=0)
+    assert set(fast["timings_s"]) == set(weight_diff.PHASES)
+    assert all(v >= 0 for v in fast["timings_s"].values())
+    assert sum(fast["timings_s"].values()) <= fast["timing_s"] + 1e-6
