@@ -5,8 +5,11 @@ One step (FADE Alg. 1-2; F-GRPO Sec. 2.2):
 1. draw ``B`` training prompts; sample ``G`` rollouts each at temperature 1, top-p 1, with a
    KV cache (:mod:`.rollout`);
 2. rewards ``r ∈ {R_w, R_c}`` from the task's verifier, shape ``[B, G]`` (F-GRPO Eq. 1);
-3. old log-probs and token entropies of the sampled tokens (no gradient), and reference
-   log-probs when a KL to the initial policy is penalised or logged;
+3. old log-probs and token entropies of the sampled tokens, and reference log-probs when a
+   KL to the initial policy is penalised or logged (no gradient); with one epoch of one
+   minibatch (the default) the old log-probs and entropies are those of the update's own
+   forward pass, detached (on CPU bit for bit what a separate pass gives; one forward pass
+   fewer, as TRL does when generation and update are aligned);
 4. advantages ``A = adv(r)`` from :mod:`rlvr_theory.advantages` — or from a schedule of
    :mod:`rlvr_theory.schedules`, first updated with this batch's mean reward and entropy
    (FADE Alg. 2 lines 4-8) — per group, and per batch for batch-level families; masses
@@ -275,6 +278,9 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
         ck.save_model_dir(out / ck.checkpoint_name(step), model, tok,
                           json_files={"task.json": task.spec()}, extra=extra)
 
+    # one epoch of one minibatch: the update's forward pass also gives the old log-probs (step 3)
+    single_pass = cfg.ppo_epochs == 1 and cfg.minibatches == 1
+
     from tqdm.auto import tqdm
 
     bar = tqdm(range(start + 1, cfg.steps + 1), desc="grpo", disable=cfg.quiet, leave=False,
@@ -297,9 +303,19 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
             lengths = ro.lengths.cpu().numpy().reshape(B, G)
             mask = ro.response_mask.float()
 
-            # 3. old log-probs and entropies (no gradient); reference log-probs
+            # 3. old log-probs and entropies; reference log-probs (no gradient).  With one epoch of one
+            # minibatch the update's own forward pass gives them (old = current, detached: what the
+            # separate no-grad pass would compute), one forward pass fewer per step
+            if single_pass:
+                model.train()
+                cur_logp, cur_ent = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
+                old_logp, ent_tok = cur_logp.detach(), cur_ent.detach()
+                if cfg.entropy_coef == 0:
+                    cur_ent = None  # frees the entropy's graph: the loss does not use it
+            else:
+                with torch.no_grad():
+                    old_logp, ent_tok = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
             with torch.no_grad():
-                old_logp, ent_tok = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
                 ref_logp = rollout.token_logprobs(ref, ro, temperature=cfg.temperature,
                                                   with_entropy=False)[0] if ref is not None else None
             entropy = float((ent_tok * mask).sum() / mask.sum())
@@ -333,8 +349,11 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
                 for k in range(cfg.minibatches):
                     idx = order[k * mb:(k + 1) * mb]
                     sub = ro.select(idx)
-                    logp, ent = rollout.token_logprobs(model, sub, temperature=cfg.temperature,
-                                                       with_entropy=cfg.entropy_coef > 0)
+                    if single_pass:  # the forward pass of step 3 (all rows, in order)
+                        logp, ent = cur_logp, cur_ent
+                    else:
+                        logp, ent = rollout.token_logprobs(model, sub, temperature=cfg.temperature,
+                                                           with_entropy=cfg.entropy_coef > 0)
                     loss, st = policy_loss(
                         logp, old_logp[idx], adv_t[idx], sub.response_mask, loss=cfg.loss,
                         aggregation=cfg.aggregation, eps_low=eps_low, eps_high=eps_high, max_new_tokens=max_new,
