@@ -131,14 +131,27 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if k not in ("func", "json", "quiet", "overwrite")}
 
 
-def _check_out(args: argparse.Namespace, markers: Sequence[str], inputs: dict[str, Any]) -> None:
+def _check_out(args: argparse.Namespace, markers: Sequence[str], inputs: dict[str, Any],
+               own_key: str | None = None) -> None:
     """``--out`` before any work (:func:`analysis.io.check_out`), and never a directory that
-    holds one of the inputs: replacing it (``--overwrite``) would delete them."""
+    holds one of the inputs: replacing it (``--overwrite``) would delete them.  With ``own_key``,
+    a ``report.json`` already in ``--out`` must be this command's (hold that key): another
+    command's report (e.g. ``rlvr-audit``'s) is replaced only with ``--overwrite``."""
+    import json
     from pathlib import Path
 
     from .io import check_out
 
     out = check_out(args.out, markers=markers, overwrite=args.overwrite).resolve()
+    old = out / "report.json"
+    if own_key and not args.overwrite and old.is_file():
+        try:
+            mine = own_key in json.loads(old.read_text(encoding="utf-8"))
+        except (ValueError, TypeError, UnicodeDecodeError):
+            mine = False
+        if not mine:
+            raise ValueError(f"out: {str(args.out)!r} holds a report.json that is not an rlvr-diff report; "
+                             "choose a new directory or pass --overwrite")
     for what, path in inputs.items():
         if path is None:
             continue
@@ -155,7 +168,7 @@ def _run_weights(args: argparse.Namespace) -> int:
     inputs = {f"BASE {str(args.base)!r}": args.base, f"--series {args.series!r}": args.series,
               f"--tokenizer {args.tokenizer!r}": args.tokenizer}
     inputs.update({f"RL {str(p)!r}": p for p in args.checkpoints})
-    _check_out(args, report.REPORT_MARKERS, inputs)  # before any work
+    _check_out(args, report.REPORT_MARKERS, inputs, own_key="checkpoints")  # before any work
     cks = list(args.checkpoints)
     if args.series:
         cks += weight_diff.series(args.series)

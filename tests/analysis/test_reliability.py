@@ -97,6 +97,16 @@ def test_foreign_non_empty_directory_is_refused_before_any_work(tmp_path, capsys
     assert (out / "thesis.tex").read_text() == "precious"
 
 
+def test_another_command_s_report_is_not_replaced_without_overwrite(tmp_path, capsys, no_work):
+    out = tmp_path / "audit"
+    out.mkdir()
+    (out / "report.json").write_text('{"source": {"format": "verl"}, "steps": []}')  # an rlvr-audit report
+    assert diff_cli.main(["base", "rl", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds a report.json that is not an rlvr-diff report" in err and "--overwrite" in err
+    assert (out / "report.json").read_text().startswith('{"source"')
+
+
 def test_overwrite_accepts_a_foreign_directory_and_a_previous_report_is_replaced(tmp_path):
     base, (rl, _) = tc.qwen2_base(), tc.qwen2_planted()
     out = tmp_path / "rep"
