@@ -932,18 +932,7 @@ def _measure_low_rank(r: _Run, p: TensorPair, f: tuple[np.ndarray, np.ndarray, f
         spec = lora.low_rank_spectrum(*f, None if full else min(top_k, d), n_vectors=nv)
         l2 = spec.fro_norm
         cnt = lora.low_rank_counts(*f, ops.t32) if l2 > 0 else [0] * len(TOLERANCES)
-    r.l2 = math.hypot(r.l2, l2)
-    r.base_l2 = math.hypot(r.base_l2, base_l2)
-    r.count += size
-    r.above = [x + c for x, c in zip(r.above, cnt)]
-    rec: dict[str, Any] = {
-        "name": p.name, "kind": p.kind, "layer": p.layer, "shape": list(p.shape),
-        "rows_compared": p.rows, "l2": l2, "base_l2": base_l2,
-        "relative_l2": l2 / base_l2 if base_l2 > 0 else None,
-        "l2_share": None,
-        "density": {_key(t): c / size for t, c in zip(TOLERANCES, cnt)},
-        "s1": None, "s2": None, "s1_s2": None, "rank1_fraction": None, "stable_rank": None,
-    }
+    rec = _record(r, p, l2, base_l2, size, cnt)
     if info is not None:
         rec["low_rank"] = info
     if two_d:
@@ -1034,6 +1023,23 @@ def _blocked_gram(runs: list[_Run], name: str, B: Any, ops: _Ops) -> np.ndarray:
     return G
 
 
+def _record(r: Any, p: TensorPair, l2: float, base_l2: float, size: int, cnt: list[int]) -> dict[str, Any]:
+    """Add one tensor's ‖ΔW‖, ‖W‖, size and density counts to the run ``r``; its record with the
+    SVD fields empty (dense and low-rank ΔW alike)."""
+    r.l2 = math.hypot(r.l2, l2)
+    r.base_l2 = math.hypot(r.base_l2, base_l2)
+    r.count += size
+    r.above = [a + c for a, c in zip(r.above, cnt)]
+    return {
+        "name": p.name, "kind": p.kind, "layer": p.layer, "shape": list(p.shape),
+        "rows_compared": p.rows, "l2": l2, "base_l2": base_l2,
+        "relative_l2": l2 / base_l2 if base_l2 > 0 else None,
+        "l2_share": None,  # filled in when all tensors are seen
+        "density": {_key(t): c / size for t, c in zip(TOLERANCES, cnt)},
+        "s1": None, "s2": None, "s1_s2": None, "rank1_fraction": None, "stable_rank": None,
+    }
+
+
 def _measure(r: _Run, p: TensorPair, D: Any, base_l2: float, ops: _Ops, dev: torch.device,
              top_k: int, layers: str, full_spectrum: bool, vectors: bool) -> None:
     """Norms, densities and (2-D weights) SVD metrics of one ``ΔW_t``; the leading singular
@@ -1049,18 +1055,7 @@ def _measure(r: _Run, p: TensorPair, D: Any, base_l2: float, ops: _Ops, dev: tor
         raise ValueError(f"{r.ck.label}: {which} of tensor {p.name!r} is beyond the float64 range (an entry or "
                          f"its norm exceeds 1.8e308, or the difference overflows the stored precision)")
     size = int(math.prod(p.compared_shape)) if p.compared_shape else 1
-    r.l2 = math.hypot(r.l2, l2)
-    r.base_l2 = math.hypot(r.base_l2, base_l2)
-    r.count += size
-    r.above = [a + c for a, c in zip(r.above, cnt)]
-    rec: dict[str, Any] = {
-        "name": p.name, "kind": p.kind, "layer": p.layer, "shape": list(p.shape),
-        "rows_compared": p.rows, "l2": l2, "base_l2": base_l2,
-        "relative_l2": l2 / base_l2 if base_l2 > 0 else None,
-        "l2_share": None,  # filled in when all tensors are seen
-        "density": {_key(t): c / size for t, c in zip(TOLERANCES, cnt)},
-        "s1": None, "s2": None, "s1_s2": None, "rank1_fraction": None, "stable_rank": None,
-    }
+    rec = _record(r, p, l2, base_l2, size, cnt)
     if p.vocab_resized:
         rec["vocab_rows"] = {"base": p.base_rows, "checkpoint": p.other_rows}
     is_head = p.kind == "head"
