@@ -75,7 +75,7 @@ def _add_weights(sub: Any) -> None:
     ap.add_argument("--cast", choices=("bf16", "fp16", "fp32"), default=None,
                     help="round both sides to this precision before the difference (default: as stored; "
                          "differing dtypes are flagged with their rounding floor)")
-    runner.add_threads_option(ap)
+    runner.add_threads_option(ap, all_cores=True)   # spectra side by side, one BLAS thread each
     runner.add_overwrite_option(ap)
     ap.add_argument("--json", action="store_true", help="print report.json on stdout")
     ap.add_argument("--quiet", action="store_true", help="no progress bars, no summary")

@@ -73,26 +73,23 @@ Methods (``method=``)
     when ``max|A|`` lies outside ``[2^-50, 2^40]``, where float32 squares could under- or
     overflow): one pass, half the flops of a GEMM at twice the float64
     speed; (2) the ``b = k + p`` leading eigenvectors of ``G₃₂`` (``p = max(n_oversamples, 16)``)
-    by block Krylov iteration (blocks of 16 columns) with full reorthogonalisation (seeded
-    Gaussian start, Ritz values checked every fourth block until the top ``k`` change by less
-    than ``10⁻⁷λ_1``; a dense
-    ``eigh`` when ``n ≤ 1024`` or the Krylov basis would exceed ``n/2`` columns); (3) a
-    Rayleigh–Ritz step on ``A`` itself in float64 (the ``R`` factor of ``Y = A·V_b`` by a QR
-    streamed over row blocks, so ``Y`` is never stored, and the SVD of ``R``; the ``r``
+    by LAPACK ``ssyevr`` (float32, only the ``b`` wanted), orthonormalised again in float64 by a
+    QR; (3) a Rayleigh–Ritz step on ``A`` itself in float64 (the ``R`` factor of ``Y = A·V_b`` by
+    a QR streamed over row blocks, so ``Y`` is never stored, and the SVD of ``R``; the ``r``
     requested left vectors ``u_i = A v_i/σ_i`` in one more pass), which also gives the exact
-    ``‖A‖_F``.  The float32 Gram only chooses the subspace:
-    the singular values come from step (3) and are lower bounds of the true ones whose error
-    is quadratic in the subspace angle (``≈ ‖E‖/(λ_k − λ_{b+1})`` with ``‖E‖ ≈ 10⁻⁸λ_1`` the
-    float32 rounding of the Gram).  Accuracy (``tests/analysis/test_diff_accuracy_fast.py``,
-    float64 LAPACK SVD as reference): relative error of each of the top ``k`` values ``≤ 10⁻⁹``
-    (measured ``10⁻¹¹…10⁻¹⁰`` on 7B-shaped noise matrices with flat Marchenko–Pastur spectra,
-    the hard case), on spike + noise and graded spectra too; ``s1/s2`` and ``r_1`` likewise;
-    the returned singular vectors to first order in the float32 rounding
-    (``‖A v − σ u‖ ≤ 10⁻⁶σ_1``).  Cost: ``m·n²/2``
-    float32 multiply-adds, ``m·n·b`` float64 ones, and ``O(n²·b)`` per Krylov block (on a
-    18,944 × 3,584 matrix, a 7B MLP weight, one thread: ~3 s of float32 Gram, about as much
-    Krylov, ~0.5 s Rayleigh–Ritz, against ~10 s for ``"gram"``'s float64 Gram plus its dense
-    ``n × n`` eigensolver).
+    ``‖A‖_F``.  The float32 Gram and eigensolver only choose the subspace: the singular values
+    come from step (3) and are lower bounds of the true ones whose error is quadratic in the
+    subspace angle.  Step (2)'s float64 QR matters: ``ssyevr``'s vectors are orthonormal only to
+    float32 rounding, which would enter the values at ``10⁻⁷``.  Accuracy
+    (``tests/analysis/test_diff_accuracy_fast.py``, float64 LAPACK SVD as reference): relative
+    error of each of the top ``k`` values ``≤ 10⁻¹¹`` (measured ``~10⁻¹³`` on noise, spike +
+    noise and graded spectra, ``6·10⁻¹³`` on a 7B-shaped noise matrix with a flat
+    Marchenko–Pastur spectrum, the hard case); ``s1/s2`` and ``r_1`` likewise; the returned
+    singular vectors to first order in the float32 rounding (``‖A v − σ u‖ ≤ 10⁻⁶σ_1``).  Cost:
+    ``m·n²/2`` float32 multiply-adds, ``~(4/3)·n³`` float32 flops for the eigensolver, ``m·n·b``
+    float64 multiply-adds (on a 18,944 × 3,584 matrix, a 7B MLP weight, two threads: 1.4 s of
+    float32 Gram, 0.8 s eigensolver, 0.25 s Rayleigh–Ritz; the block Krylov eigensolver this
+    replaces took 3.75 s and was accurate to ``10⁻¹⁰``).
 
 ``‖W‖_F`` (``Spectrum.fro_norm``) is always exact: the square root of the float64 sum of
 squares (the trace of ``G`` for ``"gram"``), also when only the top ``k`` singular values
@@ -122,6 +119,7 @@ Conventions
 
 from __future__ import annotations
 
+import ctypes
 import math
 import warnings
 from collections.abc import Iterator, Sequence
@@ -161,10 +159,6 @@ _BLOCK_ELEMS = 1 << 23      # float64 entries per streamed block (64 MiB)
 _TRUST = 1e-3               # Gram values below _TRUST × (scale) are refined
 _FLOOR = 1e-13              # stop refining below _FLOOR × σ_1 (float64 noise floor)
 _MAX_LEVELS = 4
-_KRYLOV_MIN_N = 1024        # "gram32": dense eigh of the n × n Gram up to this n
-_KRYLOV_TOL = 1e-7          # "gram32": stop when the top-k Ritz values of G change less than this × λ_1
-_KRYLOV_BLOCK = 16          # "gram32": columns per Krylov block
-_KRYLOV_CHECK = 4           # "gram32": Ritz values checked every this many blocks
 _SAFE = (1e-100, 1e100)     # entry magnitudes whose squares and sums stay normal in float64
 _FLOAT64_MAX = float(np.finfo(np.float64).max)
 _TORCH_ON_CPU = False       # tests only: run the torch (CUDA) code path on CPU tensors
@@ -532,8 +526,77 @@ def _float32_input(A: Matrix) -> bool:
     return isinstance(A, np.ndarray) and A.dtype == np.float32
 
 
-def _gram32(st: _Stream, k: int, r: int, p: int, gen: torch.Generator) -> tuple:
-    """Top ``k``: float32 Gram, block Krylov for its leading eigenvectors, float64 Rayleigh–Ritz
+def _nogil(module: str, name: str, nargs: int) -> Any:
+    """The BLAS/LAPACK routine ``name`` of :mod:`scipy.linalg.cython_blas` / ``cython_lapack``
+    (``module``) as a ctypes function, which releases the GIL while it runs (scipy's f2py
+    wrappers hold it, so two diff workers calling ``scipy.linalg.eigh`` would take turns);
+    ``None`` where scipy does not export it."""
+    try:
+        import importlib
+
+        cap = importlib.import_module(f"scipy.linalg.{module}").__pyx_capi__[name]
+        get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+        get_ptr = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", ctypes.pythonapi))
+        return ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs))(get_ptr(cap, get_name(cap)))
+    except (ImportError, AttributeError, KeyError, ValueError):  # pragma: no cover - an unusual scipy build
+        return None
+
+
+_SSYEVR = _nogil("cython_lapack", "ssyevr", 21)
+_SSYRK = _nogil("cython_blas", "ssyrk", 10)
+
+
+def _syrk32(G: np.ndarray, blk: np.ndarray) -> np.ndarray:
+    """``G += blkᵀ·blk`` on the upper triangle of the float32 ``n × n`` Fortran-ordered ``G``
+    (BLAS ``ssyrk`` without the GIL; scipy's wrapper where that is unavailable)."""
+    c_ok = blk.flags.c_contiguous
+    if _SSYRK is None or not (c_ok or blk.flags.f_contiguous):
+        return ssyrk(1.0, np.ascontiguousarray(blk).T, beta=1.0, c=G, trans=0, lower=0, overwrite_c=1)
+    rows, n = blk.shape
+    # a C-ordered rows × n block is the Fortran n × rows matrix X = blkᵀ: G += X·Xᵀ ("N");
+    # a Fortran-ordered one is blk itself: G += blkᵀ·blk ("T")
+    trans, lda = (b"N", n) if c_ok else (b"T", rows)
+    ref, c_int, one = ctypes.byref, ctypes.c_int, ctypes.c_float(1.0)
+    _SSYRK(ref(ctypes.c_char(b"U")), ref(ctypes.c_char(trans)), ref(c_int(n)), ref(c_int(rows)), ref(one),
+           blk.ctypes.data, ref(c_int(lda)), ref(one), G.ctypes.data, ref(c_int(n)))
+    return G
+
+
+def _top_eigvecs32(G: np.ndarray, b: int) -> np.ndarray:
+    """The ``b`` leading eigenvectors (descending) of the symmetric float32 ``G`` (its upper
+    triangle; overwritten), by LAPACK ``ssyevr`` without the GIL (``scipy.linalg.eigh`` with
+    the same driver where that is unavailable)."""
+    n = G.shape[0]
+    if _SSYEVR is None or not (G.dtype == np.float32 and G.flags.f_contiguous):
+        return scipy.linalg.eigh(G, lower=False, subset_by_index=[n - b, n - 1], driver="evr",
+                                 overwrite_a=True, check_finite=False)[1][:, ::-1]
+    c_int, c_float = ctypes.c_int, ctypes.c_float
+    jobz, rng, uplo = ctypes.c_char(b"V"), ctypes.c_char(b"I"), ctypes.c_char(b"U")
+    nn, il, iu, m, info = c_int(n), c_int(n - b + 1), c_int(n), c_int(0), c_int(0)
+    vl, vu, abstol = c_float(0.0), c_float(0.0), c_float(0.0)
+    w = np.zeros(n, np.float32)
+    z = np.zeros((n, b), np.float32, order="F")
+    isuppz = np.zeros(2 * b, np.int32)
+    ref = ctypes.byref
+
+    def call(work: np.ndarray, lwork: int, iwork: np.ndarray, liwork: int) -> None:
+        _SSYEVR(ref(jobz), ref(rng), ref(uplo), ref(nn), G.ctypes.data, ref(nn), ref(vl), ref(vu), ref(il),
+                ref(iu), ref(abstol), ref(m), w.ctypes.data, z.ctypes.data, ref(nn), isuppz.ctypes.data,
+                work.ctypes.data, ref(c_int(lwork)), iwork.ctypes.data, ref(c_int(liwork)), ref(info))
+        if info.value != 0:
+            raise np.linalg.LinAlgError(f"LAPACK ssyevr failed (info = {info.value})")
+
+    work, iwork = np.zeros(1, np.float32), np.zeros(1, np.int32)
+    call(work, -1, iwork, -1)   # workspace query
+    lwork, liwork = int(work[0]), int(iwork[0])
+    call(np.zeros(lwork, np.float32), lwork, np.zeros(liwork, np.int32), liwork)
+    return z[:, ::-1]
+
+
+
+def _gram32(st: _Stream, k: int, r: int, p: int) -> tuple:
+    """Top ``k``: float32 Gram, its leading eigenvectors (float32 LAPACK), float64 Rayleigh–Ritz
     on ``A`` (module docstring, ``"gram32"``).  CPU, float32 ``A`` only."""
     amax = 0.0
     for _, part in st.raw_blocks():
@@ -545,25 +608,21 @@ def _gram32(st: _Stream, k: int, r: int, p: int, gen: torch.Generator) -> tuple:
         return None, 0.0, None, None
     st.shift = _shift_for(amax)
     # float32 squares and their sums stay normal and finite for max|A| in [2^-50, 2^40]: the
-    # Gram pass then reads A unscaled and G is scaled afterwards (exactly, in float64)
+    # Gram pass then reads A unscaled (G only chooses the subspace; its scale does not matter)
     pre = 0 if -40 <= st.shift <= 50 else st.shift
     n = st.n
     G = np.zeros((n, n), dtype=np.float32, order="F")
     with np.errstate(under="ignore"):
         for _, part in st.raw_blocks():
             blk = part if pre == 0 else np.ldexp(part, pre).astype(np.float32, copy=False)
-            if blk.flags.f_contiguous and not blk.flags.c_contiguous:
-                G = ssyrk(1.0, blk, beta=1.0, c=G, trans=1, lower=0, overwrite_c=1)
-            else:
-                G = ssyrk(1.0, np.ascontiguousarray(blk).T, beta=1.0, c=G, trans=0, lower=0, overwrite_c=1)
-    G64 = np.triu(G).astype(np.float64)
-    del G
-    G64 += np.triu(G64, 1).T
-    if pre != st.shift:
-        G64 = np.ldexp(G64, 2 * (st.shift - pre))
+            G = _syrk32(G, blk)
+    # the b leading eigenvectors of the float32 Gram (LAPACK ssyevr on its upper triangle; they
+    # do not depend on the power-of-2 scale), orthonormalised again in float64: ssyevr's vectors
+    # are orthonormal only to float32 rounding, which would otherwise enter the values below
     b = min(n, k + max(p, 16))
-    W = _top_eigvecs(G64, k, b, gen)
-    del G64
+    W = _top_eigvecs32(G, b)
+    del G
+    W = np.linalg.qr(W.astype(np.float64))[0]
     # Rayleigh-Ritz on A: the R factor of Y = A·W by a streamed QR (Y is never stored), its SVD
     R = np.zeros((0, b))
     fro2 = 0.0
@@ -578,42 +637,6 @@ def _gram32(st: _Stream, k: int, r: int, p: int, gen: torch.Generator) -> tuple:
     if r > 0:
         U = st.matmul(V[:, :r])[0] / s[:r]
     return s[:k], fro2, U, V[:, :r]
-
-
-def _top_eigvecs(G: np.ndarray, k: int, b: int, gen: torch.Generator) -> np.ndarray:
-    """An orthonormal ``n × b`` basis of the ``b`` leading eigenvectors of the symmetric ``G``:
-    block Krylov (blocks of ``_KRYLOV_BLOCK`` columns) with full reorthogonalisation until the
-    top ``k`` Ritz values settle (relative change ``≤ _KRYLOV_TOL``), dense ``eigh`` for small
-    ``n`` or a basis that would pass ``n/2`` columns."""
-    n = G.shape[0]
-    nb = max(_KRYLOV_BLOCK, 1)
-    max_blocks = (n // 2) // nb
-    if n <= _KRYLOV_MIN_N or max_blocks * nb < 2 * b:
-        return scipy.linalg.eigh(G, subset_by_index=[n - b, n - 1], driver="evr", check_finite=False)[1][:, ::-1]
-    K = np.empty((n, max_blocks * nb))
-    GK = np.empty((n, max_blocks * nb))
-    X = torch.randn(n, nb, generator=gen, dtype=torch.float64).numpy()
-    K[:, :nb] = np.linalg.qr(G @ X)[0]
-    prev = None
-    for j in range(1, max_blocks + 1):
-        lo, hi = (j - 1) * nb, j * nb
-        GK[:, lo:hi] = G @ K[:, lo:hi]
-        dim = hi
-        if dim >= 2 * b and (j % _KRYLOV_CHECK == 0 or j == max_blocks):
-            T = K[:, :dim].T @ GK[:, :dim]
-            theta, Yr = scipy.linalg.eigh((T + T.T) / 2, driver="evd", check_finite=False)
-            top = theta[::-1][:k]
-            if prev is not None and float(np.max(np.abs(top - prev))) <= _KRYLOV_TOL * abs(float(top[0])):
-                return K[:, :dim] @ Yr[:, ::-1][:, :b]
-            prev = top
-        if j == max_blocks:
-            break
-        Z = GK[:, lo:hi].copy()
-        Kd = K[:, :dim]
-        for _ in range(2):   # full reorthogonalisation, twice ("twice is enough")
-            Z -= Kd @ (Kd.T @ Z)
-        K[:, hi:hi + nb] = np.linalg.qr(Z)[0]
-    return scipy.linalg.eigh(G, subset_by_index=[n - b, n - 1], driver="evr", check_finite=False)[1][:, ::-1]
 
 
 def _randomized(st: _Stream, k: int, r: int, n_iter: int, p: int, gen: torch.Generator) -> tuple:
@@ -705,9 +728,9 @@ def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = 
         ``W`` (module docstring); ``False`` skips it (absolute accuracy ``≈ 10⁻⁸σ_1``).
     n_iter, n_oversamples : int
         ``"randomized"``: power iterations (≥ 0) and extra columns (≥ 0); ``"gram32"``: extra
-        Krylov columns (at least 16 are used).
+        eigenvectors (at least 16 are used).
     seed : int or torch.Generator
-        ``"randomized"`` and ``"gram32"``: seed of the Gaussian test (start) matrix.
+        ``"randomized"``: seed of the Gaussian test matrix.
     block_rows : int, optional
         Rows per streamed float64 block (default: 64 MiB blocks).
     progress : bool
@@ -767,8 +790,7 @@ def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = 
         if method == "gram":
             s, fro2, U, V = _gram(st, k, r, bool(refine))  # fro2: of the scaled matrix
         elif method == "gram32":
-            gen = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
-            s, fro2, U, V = _gram32(st, k, r, n_oversamples, gen)  # type: ignore[arg-type]
+            s, fro2, U, V = _gram32(st, k, r, n_oversamples)  # type: ignore[arg-type]
         else:
             gen = seed if isinstance(seed, torch.Generator) else torch.Generator().manual_seed(seed)
             s, fro2, U, V = _randomized(st, k, r, n_iter, n_oversamples, gen)  # type: ignore[arg-type]

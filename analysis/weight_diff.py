@@ -65,12 +65,14 @@ Entry points: :func:`diff` (the report document, ``report.json``) and :func:`ser
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import os
 import re
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -139,11 +141,14 @@ _TORCH_ON_CPU = False       # tests only: run the torch (CUDA) code path on CPU 
 #: against each other: on the 2-core test machine (load 3-5 from other jobs) the 0.5B benchmark
 #: took 226 s with the default 2 threads in both, 177 s / 242 s with one of them at 1, and 36 s
 #: with both at 1 (at load 1.5: 25.9 s with 2 threads, 23.0 s with 1).  The previous setting is
-#: restored afterwards.
+#: restored afterwards.  The cores are used by the ``workers`` of :class:`_Background` instead
+#: (``benchmarks/bench_diff_workers.py``: at load 3.6-7.3, 58 s side by side against 374 s with two
+#: BLAS threads per call; quiet: 10.8 s against 11.4 s).
 CPU_BLAS_THREADS: int | None = 1
 
 
-#: phases of :func:`diff`'s ``timings_s`` (seconds of wall time spent in each)
+#: phases of :func:`diff`'s ``timings_s`` (seconds of the main thread's wall time spent in each;
+#: ``spectra`` with background workers: the time it waited for them)
 PHASES = ("read", "difference", "norms_densities", "rounding_floor", "head_spectrum", "spectra", "cross", "finish")
 _TIMINGS: dict[str, float] | None = None   # the running diff's phase times (module state, one diff at a time)
 
@@ -159,6 +164,48 @@ def _phase(name: str):
         yield
     finally:
         _TIMINGS[name] = _TIMINGS.get(name, 0.0) + time.perf_counter() - t
+
+
+class _Background:
+    """Top-``k`` spectra of the block weights computed by ``workers`` threads side by side
+    (``analysis.spectra``'s ``"gram32"`` releases the GIL in every heavy step, each call on one
+    BLAS thread: no thread pools spinning against each other on a busy machine), while the main
+    thread reads and differences the next tensors.  At most ``workers`` jobs are in flight; each
+    job's ``fill`` runs in the main thread, in submission order.  ``workers = 1``: inline."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="rlvr-diff") if workers > 1 else None
+        self.pending: collections.deque = collections.deque()
+
+    def submit(self, job: Any, fill: Any) -> None:
+        if self.pool is None:
+            with _phase("spectra"):
+                fill(job())
+            return
+        while len(self.pending) >= self.workers:
+            self._pop()
+        self.pending.append((self.pool.submit(job), fill))
+
+    def _pop(self) -> None:
+        fut, fill = self.pending.popleft()
+        with _phase("spectra"):   # the main thread's wait: the spectra that reading did not hide
+            res = fut.result()
+        fill(res)
+
+    def drain(self) -> None:
+        while self.pending:
+            self._pop()
+
+    def close(self) -> None:
+        for fut, _ in self.pending:
+            fut.cancel()
+        self.pending.clear()
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+
+_BG: _Background | None = None   # the running diff's background spectra (module state, like _TIMINGS)
 
 
 def _key(x: float) -> str:
@@ -244,7 +291,7 @@ class _Ops:
     def _scaled_norm(self, x: Any) -> float:
         flat = x.reshape(-1)
         n = int(flat.numel() if self.torch else flat.size)
-        step = _CHUNK_CUDA if self.torch and flat.device.type != "cpu" else _CHUNK
+        step = _CHUNK_CUDA if self.torch else _CHUNK   # the torch path: CUDA's chunks (also on CPU tensors)
         parts = [flat[i:i + step] for i in range(0, n, step)]
         if self.torch:
             amax = max((float(p.abs().max()) for p in parts), default=0.0)
@@ -273,7 +320,7 @@ class _Ops:
         if self.torch:
             s = torch.zeros((), dtype=torch.float64, device=flat.device)
             c = torch.zeros(len(ths), dtype=torch.int64, device=flat.device)
-            step = _CHUNK if flat.device.type == "cpu" else _CHUNK_CUDA
+            step = _CHUNK_CUDA
             for i in range(0, flat.numel(), step):
                 part = flat[i:i + step]
                 p64 = part.to(torch.float64)
@@ -579,7 +626,7 @@ class _Run:
 
 def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: int = 64,
          layers: str = "all", tokenizer: str | None = None, full_spectrum: bool = False,
-         progress: bool = True, cast: str | None = None) -> dict:
+         progress: bool = True, cast: str | None = None, workers: int | None = None) -> dict:
     """Compare RL checkpoints with their base checkpoint; return the ``report.json`` document.
 
     Parameters
@@ -659,16 +706,17 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     """
     global _TIMINGS
     t0 = time.perf_counter()
+    workers = checks.integer("workers", torch.get_num_threads() if workers is None else workers, low=1)
     _TIMINGS = dict.fromkeys(PHASES, 0.0)
     try:
         return _diff(t0, base, checkpoints, device=device, top_k=top_k, layers=layers, tokenizer=tokenizer,
-                     full_spectrum=full_spectrum, progress=progress, cast=cast)
+                     full_spectrum=full_spectrum, progress=progress, cast=cast, workers=workers)
     finally:
         _TIMINGS = None
 
 
 def _diff(t0: float, base: str, checkpoints: Sequence[str], *, device: str, top_k: int, layers: str,
-          tokenizer: str | None, full_spectrum: bool, progress: bool, cast: str | None) -> dict:
+          tokenizer: str | None, full_spectrum: bool, progress: bool, cast: str | None, workers: int) -> dict:
     """The body of :func:`diff` (which times its phases)."""
     paths, top_k = _check_args(base, checkpoints, top_k, layers, tokenizer, full_spectrum, progress, cast)
     dev = resolve_device(device)
@@ -715,14 +763,21 @@ def _diff(t0: float, base: str, checkpoints: Sequence[str], *, device: str, top_
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=len(names) * n, desc="ΔW", unit="tensor")
+    global _BG
     stack = contextlib.ExitStack()
     if dev.type == "cpu":
         stack.enter_context(_blas_threads(CPU_BLAS_THREADS))
+    bg = _BG = _Background(workers if dev.type == "cpu" and not ops.torch else 1)
+    # tensors above this size wait for the background spectra to finish first (memory: the
+    # jobs in flight and the tensors being read stay within one largest-tensor budget)
+    small = budget // (2 * bg.workers + 2)
     try:
         if adapters:
             _adapter_pass(runs, adapters, b, names, ops, dev, top_k, layers, full_spectrum, cross, bar)
         for name in ([] if adapters else names):
             rows_needed = max(r.pairs[name].rows for r in runs)
+            if n * ops.nbytes(runs[0].pairs[name].compared_shape) > small:
+                bg.drain()
             with _phase("read"):
                 B = ops.load(b, name, 0, rows_needed)
             base_l2: dict[int, float] = {}
@@ -772,7 +827,10 @@ def _diff(t0: float, base: str, checkpoints: Sequence[str], *, device: str, top_
                     else:
                         cross[name] = (_blocked_gram(runs, name, B, ops), _shifts(runs))
             del keep, B
+        bg.drain()
     finally:
+        bg.close()
+        _BG = None
         stack.close()
         if bar is not None:
             bar.close()
@@ -939,21 +997,7 @@ def _measure_low_rank(r: _Run, p: TensorPair, f: tuple[np.ndarray, np.ndarray, f
         if spec is None or l2 == 0.0:
             rec["note"] = "unchanged (ΔW = 0): SVD metrics undefined"
         else:
-            s = spec.s
-            rec.update({"s1": float(s[0]), "s2": float(s[1]) if len(s) > 1 else 0.0,
-                        "s1_s2": _finite(spectra.s1_s2(spec)), "rank1_fraction": spectra.rank1_fraction(spec),
-                        "stable_rank": spectra.stable_rank(spec), "n_singular_values": int(len(s))})
-            if full:
-                rec["effective_rank"] = spectra.effective_rank(spec)
-                rec["srank"] = {_key(dl): int(kv) for dl, kv in
-                                zip(SRANK_DELTAS, np.atleast_1d(spectra.srank(spec, list(SRANK_DELTAS))))}
-            if is_head:
-                rec["singular_values"] = [float(x) for x in s]
-            else:
-                rec["top_singular_values"] = [float(x) for x in s[:top_k]]
-            if spec.u is not None and spec.v is not None:
-                keep_dt = np.float64 if is_head else np.float32
-                r.vectors[p.name] = (spec.u[:, 0].astype(keep_dt), spec.v[:, 0].astype(keep_dt))
+            _fill_spectrum(r, p.name, rec, spec, full=full, is_head=is_head, top_k=top_k)
             parts = fused_parts(p.name, p.compared_shape, r.ck.config) if layers == "all" else None
             if parts and f is not None:
                 rec["parts"] = [_low_rank_part(f, part, axis, a, z) for part, axis, a, z in parts]
@@ -1040,14 +1084,36 @@ def _record(r: Any, p: TensorPair, l2: float, base_l2: float, size: int, cnt: li
     }
 
 
+def _fill_spectrum(r: _Run, name: str, rec: dict[str, Any], spec: spectra.Spectrum, *, full: bool, is_head: bool,
+                   top_k: int) -> None:
+    """The SVD fields of the record ``rec`` from ``spec`` (dense and low-rank ΔW alike); the
+    leading vectors, when computed, kept in ``r.vectors`` (the head's in float64: they feed the
+    u statistics)."""
+    s = spec.s
+    rec.update({"s1": float(s[0]), "s2": float(s[1]) if len(s) > 1 else 0.0,
+                "s1_s2": _finite(spectra.s1_s2(spec)), "rank1_fraction": spectra.rank1_fraction(spec),
+                "stable_rank": spectra.stable_rank(spec), "n_singular_values": int(len(s))})
+    if full:
+        rec["effective_rank"] = spectra.effective_rank(spec)
+        rec["srank"] = {_key(dl): int(kv) for dl, kv in
+                        zip(SRANK_DELTAS, np.atleast_1d(spectra.srank(spec, list(SRANK_DELTAS))))}
+    if is_head:
+        rec["singular_values"] = [float(x) for x in s]
+    else:
+        rec["top_singular_values"] = [float(x) for x in s[:top_k]]
+    if spec.u is not None and spec.v is not None:
+        keep_dt = np.float64 if is_head else np.float32
+        r.vectors[name] = (spec.u[:, 0].astype(keep_dt), spec.v[:, 0].astype(keep_dt))
+
+
 def _measure(r: _Run, p: TensorPair, D: Any, base_l2: float, ops: _Ops, dev: torch.device,
              top_k: int, layers: str, full_spectrum: bool, vectors: bool) -> None:
     """Norms, densities and (2-D weights) SVD metrics of one ``ΔW_t``; the leading singular
     vectors of the head always, of the other weights when ``vectors`` (alignment needs them).
 
     Top-``k`` spectra of large float32 ``ΔW`` on the CPU use :mod:`analysis.spectra`'s
-    ``"gram32"`` method (float32 Gram, block Krylov, float64 Rayleigh–Ritz: top-``k`` values to
-    ``≤ 10⁻⁹`` relative, see its docs); the head's full spectrum the float64 ``"gram"``."""
+    ``"gram32"`` method (float32 Gram and eigenvectors, float64 Rayleigh–Ritz: top-``k`` values to
+    ``≤ 10⁻¹¹`` relative, see its docs); the head's full spectrum the float64 ``"gram"``."""
     with _phase("norms_densities"):
         l2, cnt = ops.stats(D)
     if not math.isfinite(l2) or not math.isfinite(base_l2):
@@ -1071,29 +1137,21 @@ def _measure(r: _Run, p: TensorPair, D: Any, base_l2: float, ops: _Ops, dev: tor
             nv = 1 if (is_head or vectors) else 0
             fast = (k is not None and k < d and not ops.torch and dev.type == "cpu"
                     and getattr(D, "dtype", None) == np.float32 and tall * short > _FAST_MIN_ELEMS)
-            with _phase("head_spectrum" if is_head else "spectra"):
-                spec = spectra.spectrum(D, k, n_vectors=nv, device=dev, block_rows=block_rows,
+
+            def job() -> spectra.Spectrum:
+                return spectra.spectrum(D, k, n_vectors=nv, device=dev, block_rows=block_rows,
                                         method="gram32" if fast else "auto")
-            s = spec.s
-            rec.update({
-                "s1": float(s[0]), "s2": float(s[1]) if len(s) > 1 else 0.0,
-                "s1_s2": _finite(spectra.s1_s2(spec)),
-                "rank1_fraction": spectra.rank1_fraction(spec),
-                "stable_rank": spectra.stable_rank(spec),
-                "n_singular_values": int(len(s)),
-            })
-            if full:
-                rec["effective_rank"] = spectra.effective_rank(spec)
-                rec["srank"] = {_key(dl): int(kv) for dl, kv in
-                                zip(SRANK_DELTAS, np.atleast_1d(spectra.srank(spec, list(SRANK_DELTAS))))}
-            if is_head:
-                rec["singular_values"] = [float(x) for x in s]
+
+            def fill(spec: spectra.Spectrum) -> None:
+                _fill_spectrum(r, p.name, rec, spec, full=full, is_head=is_head, top_k=top_k)
+
+            if fast and _BG is not None:   # in the background; the keys keep their order in the record
+                rec.update(dict.fromkeys(("s1", "s2", "s1_s2", "rank1_fraction", "stable_rank", "n_singular_values",
+                                          "top_singular_values")))
+                _BG.submit(job, fill)
             else:
-                rec["top_singular_values"] = [float(x) for x in s[:top_k]]
-            if nv:
-                assert spec.u is not None and spec.v is not None
-                keep_dt = np.float64 if is_head else np.float32   # the head's u feeds the u statistics
-                r.vectors[p.name] = (spec.u[:, 0].astype(keep_dt), spec.v[:, 0].astype(keep_dt))
+                with _phase("head_spectrum" if is_head else "spectra"):
+                    fill(job())
             parts = fused_parts(p.name, p.compared_shape, r.ck.config) if layers == "all" else None
             if parts:
                 rec["parts"] = [_part(D, part, axis, a, z, ops, dev, top_k, full_spectrum)

@@ -216,7 +216,8 @@ def run_ours(base: str, rl: str, device: str, top_k: int, layers: str = "all") -
     doc = weight_diff.diff(base, [rl], device=device, top_k=top_k, layers=layers, progress=False)
     el = time.perf_counter() - t
     c = doc["checkpoints"][0]
-    return {"time_s": el, "device": doc["device"], "timings_s": doc.get("timings_s"), "global_l2": c["global_l2"],
+    return {"time_s": el, "device": doc["device"], "threads": doc["run"]["threads"],
+            "timings_s": doc.get("timings_s"), "global_l2": c["global_l2"],
             "head_s1_s2": c["output_head"]["s1_s2"], "head_rank1": c["output_head"]["rank1_fraction"],
             "inner_s1_s2_mean": c["inner_s1_s2_mean"]}
 

@@ -131,7 +131,8 @@ def run(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
             args = parser.parse_args(argv)
         except SystemExit as exc:  # argparse printed a usage error (2) or the help (0): return, not raise
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
-        apply_threads(getattr(args, "threads", None), explicit=hasattr(args, "threads"))
+        apply_threads(getattr(args, "threads", None), explicit=hasattr(args, "threads"),
+                      all_cores=bool(getattr(args, "threads_all_cores", False)))
         func = getattr(args, "func", None)
         if func is None:  # pragma: no cover - every parser sets one
             parser.print_usage(sys.stderr)
@@ -241,32 +242,41 @@ def parse_params(items: Iterable[str] | None) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------- threads
-def default_threads() -> int:
-    """Default for ``--threads``: half the CPU cores this process may use, at least 1.
+def default_threads(all_cores: bool = False) -> int:
+    """Default for ``--threads``: half the CPU cores this process may use, at least 1; all of
+    them for the commands registered with ``all_cores=True`` (:func:`add_threads_option`).
 
-    Measured on the 2-core machine the toolkit is tested on (``rlvr-sim categorical --preset
-    fgrpo-fig4-small``, numbers in ``docs/cli.md``): with both cores busy with other work, two
-    threads took 167 s and one thread 50 s (oversubscribed OpenMP threads wait on each other);
-    on a nearly idle machine two threads took 10.8 s and one 13.6 s.  Half the cores never
-    oversubscribes a machine shared with one other job of the same size and keeps most of the
-    speed of an idle one.  Pass ``--threads N`` to use every core of a machine you have to
-    yourself.
+    Half the cores: measured on the 2-core machine the toolkit is tested on (``rlvr-sim
+    categorical --preset fgrpo-fig4-small``, numbers in ``docs/cli.md``), with both cores busy
+    with other work, torch operations split over two OpenMP threads took 167 s and one thread 50 s
+    (oversubscribed OpenMP threads wait on each other at every operation's barrier); on a nearly
+    idle machine two threads took 10.8 s and one 13.6 s.  Half the cores never oversubscribes a
+    machine shared with one other job of the same size and keeps most of the speed of an idle one.
+
+    All the cores: commands whose parallel work is independent jobs side by side, each on one
+    thread, with no barrier between them (``rlvr-sim categorical``'s blocks of group sizes,
+    ``rlvr-diff weights``'s per-matrix spectra): under load they slow down only by the share of
+    the cores they get, and on an idle machine they use it all (``docs/cli.md``).
     """
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         cores = os.cpu_count() or 1
-    return max(1, cores // 2)
+    return max(1, cores) if all_cores else max(1, cores // 2)
 
 
-def add_threads_option(parser: argparse.ArgumentParser) -> None:
-    """``--threads N`` (CPU threads of torch and of the BLAS/OpenMP pools)."""
+def add_threads_option(parser: argparse.ArgumentParser, *, all_cores: bool = False) -> None:
+    """``--threads N`` (CPU threads of torch and of the BLAS/OpenMP pools); its default is
+    :func:`default_threads` ``(all_cores)``."""
     parser.add_argument("--threads", type=int, default=None, metavar="N",
-                        help=f"CPU threads for torch and BLAS (>= 1) [{default_threads()}; see docs/cli.md]")
+                        help=f"CPU threads for torch and BLAS (>= 1) [{default_threads(all_cores)}; see docs/cli.md]")
+    if all_cores:
+        parser.set_defaults(threads_all_cores=True)
 
 
-def apply_threads(n: int | None, *, explicit: bool = True) -> int | None:
-    """Use ``n`` CPU threads (``None``: :func:`default_threads`) in torch and the BLAS pools.
+def apply_threads(n: int | None, *, explicit: bool = True, all_cores: bool = False) -> int | None:
+    """Use ``n`` CPU threads (``None``: :func:`default_threads` ``(all_cores)``) in torch and the
+    BLAS pools.
 
     ``explicit=False`` (a command without ``--threads``) changes nothing.  Returns the number
     set.  Torch is not imported here (``rlvr-theory`` never loads it): a torch already loaded
@@ -276,7 +286,7 @@ def apply_threads(n: int | None, *, explicit: bool = True) -> int | None:
         return None
     from .checks import integer
 
-    n = integer("threads", default_threads() if n is None else n, low=1)
+    n = integer("threads", default_threads(all_cores) if n is None else n, low=1)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)  # read by torch and BLAS libraries loaded from now on, and by workers
     try:
@@ -298,12 +308,14 @@ def add_overwrite_option(parser: argparse.ArgumentParser) -> None:
                         help="replace a non-empty --out that this command did not write (default: refuse)")
 
 
-def add_run_options(parser: argparse.ArgumentParser, *, device: str | None = None) -> None:
+def add_run_options(parser: argparse.ArgumentParser, *, device: str | None = None,
+                    all_cores: bool = False) -> None:
     """The options every simulator subcommand shares: ``--device`` (only when ``device``, its
-    default, is given), ``--threads``, ``--out DIR`` (required), ``--overwrite`` and ``--quiet``."""
+    default, is given), ``--threads`` (default :func:`default_threads` ``(all_cores)``),
+    ``--out DIR`` (required), ``--overwrite`` and ``--quiet``."""
     if device is not None:
         parser.add_argument("--device", default=device, help=f"auto, cpu, cuda or cuda:K [{device}]")
-    add_threads_option(parser)
+    add_threads_option(parser, all_cores=all_cores)
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory (files written atomically)")
     add_overwrite_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

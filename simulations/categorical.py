@@ -1022,6 +1022,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ap.add_argument("--optimizer", choices=OPTIMIZERS)
     ap.add_argument("--advantage", help="registry name (default dr_grpo)")
     runner.add_param_option(ap)
-    runner.add_run_options(ap, device="auto")
+    runner.add_run_options(ap, device="auto", all_cores=True)
     ap.set_defaults(func=_run_cli)
     return ap

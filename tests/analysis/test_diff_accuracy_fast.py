@@ -1,10 +1,12 @@
 """Accuracy of the fast top-k spectrum of the checkpoint diff (analysis.spectra "gram32").
 
 The per-matrix top-k metrics of a diff (every 2-D weight but the head) use a float32 Gram
-matrix, block Krylov for its leading eigenvectors and a float64 Rayleigh-Ritz step on the
-matrix itself.  Stated accuracy: each of the top k singular values, s1/s2 and r1 to 1e-9
-relative (or better) against the exact float64 SVD; the Frobenius norm exact (float64 sum); the
-leading singular vectors to first order in the float32 rounding (‖W v − σ u‖ ≤ 1e-6·σ1).
+matrix, LAPACK ssyevr for its leading eigenvectors (orthonormalised again in float64) and a
+float64 Rayleigh-Ritz step on the matrix itself.  Stated accuracy: each of the top k singular
+values, s1/s2 and r1 to 1e-11 relative against the exact float64 SVD (measured ~1e-13 on these
+cases, 6e-13 on a 7B-shaped 18,944 x 3,584 noise matrix); the Frobenius norm exact (float64
+sum); the leading singular vectors to first order in the float32 rounding
+(‖W v − σ u‖ ≤ 1e-6·σ1).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from safetensors.torch import save_file
 
 from analysis import spectra, weight_diff
 
-TOL = 1e-9
+TOL = 1e-11
 
 
 def _noise(m: int, n: int, seed: int) -> np.ndarray:
@@ -43,17 +45,9 @@ def _reference(A: np.ndarray) -> np.ndarray:
     return np.linalg.svd(A.astype(np.float64), compute_uv=False)
 
 
-@pytest.fixture(params=[False, True], ids=["dense-eigh", "krylov"])
-def krylov(request, monkeypatch):
-    """Run each case through the dense eigh (small n) and through the block Krylov path."""
-    if request.param:
-        monkeypatch.setattr(spectra, "_KRYLOV_MIN_N", 32)
-    return request.param
-
-
 @pytest.mark.parametrize("make", [_noise, _spike, _graded], ids=["noise", "spike", "graded"])
 @pytest.mark.parametrize("shape", [(1200, 400), (400, 1200)], ids=["tall", "wide"])
-def test_gram32_top_k_matches_float64_svd(make, shape, krylov):
+def test_gram32_top_k_matches_float64_svd(make, shape):
     A = make(*shape, seed=1)
     k = 24
     ref = _reference(A)
@@ -111,7 +105,6 @@ def test_diff_fast_top_k_equals_exact_path(tmp_path, monkeypatch):
     b, r = _pair(tmp_path)
     exact = weight_diff.diff(b, [r], device="cpu", top_k=8, progress=False)
     monkeypatch.setattr(weight_diff, "_FAST_MIN_ELEMS", 1000)
-    monkeypatch.setattr(spectra, "_KRYLOV_MIN_N", 16)
     fast = weight_diff.diff(b, [r], device="cpu", top_k=8, progress=False)
     for x, y in zip(exact["checkpoints"][0]["layers"], fast["checkpoints"][0]["layers"]):
         assert x["name"] == y["name"]
@@ -124,3 +117,85 @@ def test_diff_fast_top_k_equals_exact_path(tmp_path, monkeypatch):
     assert set(fast["timings_s"]) == set(weight_diff.PHASES)
     assert all(v >= 0 for v in fast["timings_s"].values())
     assert sum(fast["timings_s"].values()) <= fast["timing_s"] + 1e-6
+
+
+def test_gram32_without_the_gil_free_lapack_calls_gives_the_same_values(monkeypatch):
+    """The ctypes ssyrk/ssyevr calls (which release the GIL) against scipy's own wrappers."""
+    A = _spike(900, 300, seed=4)
+    fast = spectra.spectrum(A, 12, method="gram32", n_vectors=1)
+    monkeypatch.setattr(spectra, "_SSYEVR", None)
+    monkeypatch.setattr(spectra, "_SSYRK", None)
+    ref = spectra.spectrum(A, 12, method="gram32", n_vectors=1)
+    np.testing.assert_allclose(fast.s, ref.s, rtol=1e-13, atol=0)
+    assert abs(abs(float(fast.u[:, 0] @ ref.u[:, 0])) - 1) < 1e-9
+    F = np.asfortranarray(A)   # Fortran-ordered blocks take ssyrk's "T" branch
+    np.testing.assert_allclose(spectra.spectrum(F, 12, method="gram32").s, ref.s, rtol=1e-13, atol=0)
+
+
+def _pair_many(root, n_blocks=4, n_rl=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    base = {"lm_head.weight": 0.02 * torch.randn(6000, 48, generator=g)}
+    for i in range(n_blocks):
+        base[f"model.layers.{i}.mlp.up_proj.weight"] = 0.02 * torch.randn(300, 48, generator=g)
+        base[f"model.layers.{i}.mlp.down_proj.weight"] = 0.02 * torch.randn(48, 300, generator=g)
+    paths = []
+    for j in range(n_rl + 1):
+        t = base if j == 0 else {k: v + 1e-3 * torch.randn(v.shape, generator=g) for k, v in base.items()}
+        d = root / f"ck{j}"
+        d.mkdir()
+        (d / "config.json").write_text('{"model_type": "toy", "tie_word_embeddings": false}')
+        save_file({k: v.bfloat16() for k, v in t.items()}, str(d / "model.safetensors"))
+        paths.append(str(d))
+    return paths[0], paths[1:]
+
+
+def _strip(doc):
+    doc = dict(doc)
+    for key in ("timing_s", "timings_s", "run"):
+        doc.pop(key, None)
+    return doc
+
+
+def test_background_spectra_give_the_same_report(tmp_path, monkeypatch):
+    """Block spectra in 2 or 3 worker threads: the same document, key order included, as inline."""
+    import json
+
+    b, rls = _pair_many(tmp_path)
+    monkeypatch.setattr(weight_diff, "_FAST_MIN_ELEMS", 1000)
+    most = [0]
+    real_submit = weight_diff._Background.submit
+
+    def spy(self, job, fill):
+        real_submit(self, job, fill)
+        most[0] = max(most[0], len(self.pending))
+
+    monkeypatch.setattr(weight_diff._Background, "submit", spy)
+    docs = [weight_diff.diff(b, rls, device="cpu", top_k=8, progress=False, workers=w) for w in (1, 2, 3)]
+    assert most[0] == 3   # jobs were in flight side by side (up to `workers`)
+    layers = docs[0]["checkpoints"][0]["layers"]
+    assert sum(1 for x in layers if x.get("top_singular_values")) == 8   # the 8 block weights went through
+    ref = json.dumps(_strip(docs[0]))
+    for d in docs[1:]:
+        assert json.dumps(_strip(d)) == ref
+        assert sum(d["timings_s"].values()) <= d["timing_s"] + 1e-6
+    with pytest.raises(ValueError, match="workers must be an integer >= 1"):
+        weight_diff.diff(b, rls, device="cpu", progress=False, workers=0)
+
+
+def test_background_spectra_error_propagates_and_leaves_no_thread(tmp_path, monkeypatch):
+    import threading
+
+    b, rls = _pair_many(tmp_path, n_blocks=3, n_rl=1)
+    monkeypatch.setattr(weight_diff, "_FAST_MIN_ELEMS", 1000)
+    real = spectra.spectrum
+
+    def failing(W, k=None, **kw):
+        if W.shape == (48, 300):
+            raise RuntimeError("planted failure in a background spectrum")
+        return real(W, k, **kw)
+
+    monkeypatch.setattr(spectra, "spectrum", failing)
+    with pytest.raises(RuntimeError, match="planted failure"):
+        weight_diff.diff(b, rls, device="cpu", top_k=8, progress=False, workers=2)
+    assert not [t for t in threading.enumerate() if t.name.startswith("rlvr-diff")]
+    assert weight_diff._BG is None

@@ -141,6 +141,22 @@ def test_geometry_matches_an_unbatched_reference():
     assert doc["paper"]["clt_baseline"] == 0.40
 
 
+def test_cuda_dtype_choice_runs_on_the_cpu():
+    """On CUDA ``dtype="auto"`` loads the checkpoint in its stored dtype (usually bfloat16) instead
+    of float32 (the CPU's choice): bfloat16 forced on the CPU gives the float32 numbers to
+    bfloat16 precision (and differs from them: the choice is really exercised)."""
+    ck = str(tc.qwen2_base())
+    ro = _rollouts()
+    f32 = hs.geometry(ck, ro, batch_size=3, device="cpu", progress=False)
+    b16 = hs.geometry(ck, ro, batch_size=3, device="cpu", dtype="bfloat16", progress=False)
+    assert b16["n_tokens"] == f32["n_tokens"]
+    for key in ("rho_perp", "residual_norm"):
+        for side in ("success", "failure"):
+            assert b16[key][side] == pytest.approx(f32[key][side], rel=0.05, abs=5e-3)
+    assert b16["residual_ratio"] == pytest.approx(f32["residual_ratio"], rel=0.05)
+    assert b16["rho_perp"]["success"] != f32["rho_perp"]["success"]
+
+
 def test_text_rollouts_jsonl_and_reward_field(tmp_path):
     ck = tc.qwen2_base()
     ro = _rollouts(seed=4, n=5)

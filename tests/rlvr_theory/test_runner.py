@@ -183,6 +183,40 @@ def test_threads_option_is_checked_and_applied(capsys):
     assert runner.apply_threads(5, explicit=False) is None
 
 
+def test_all_cores_commands_default_to_every_core(monkeypatch):
+    """``add_threads_option(all_cores=True)``: the command's default is every core; the others half."""
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: set(range(6)), raising=False)
+    assert runner.default_threads() == 3 and runner.default_threads(all_cores=True) == 6
+    seen = []
+    monkeypatch.setattr(runner, "apply_threads", lambda n, explicit, all_cores=False: seen.append((n, all_cores)))
+
+    def build() -> argparse.ArgumentParser:
+        ap = argparse.ArgumentParser(prog="demo")
+        sub = ap.add_subparsers(dest="command", required=True)
+        for name, every in (("go", False), ("weights", True)):
+            p = sub.add_parser(name)
+            runner.add_threads_option(p, all_cores=every)
+            p.set_defaults(func=lambda a: None)
+        return ap
+
+    for argv in (["go"], ["weights"], ["weights", "--threads", "1"]):
+        assert runner.run("demo", build, argv) == 0
+    assert seen == [(None, False), (None, True), (1, True)]
+    help_text = build()._subparsers._group_actions[0].choices["weights"].format_help()
+    assert "[6;" in help_text
+
+
+def test_cli_defaults_of_the_side_by_side_commands():
+    from analysis import diff_cli
+    from simulations import categorical
+
+    assert diff_cli.build_parser().parse_args(["weights", "a", "b", "--out", "o"]).threads_all_cores is True
+    assert not hasattr(diff_cli.build_parser().parse_args(["hidden-states", "c", "--rollouts", "r", "--out", "o"]),
+                       "threads_all_cores")
+    sub = argparse.ArgumentParser().add_subparsers()
+    assert categorical.add_parser(sub).parse_args(["--out", "o"]).threads_all_cores is True
+
+
 def test_apply_threads_sets_torch_and_the_environment():
     code = ("import os, torch; from rlvr_theory import runner; n = runner.apply_threads(2); "
             "print(n, torch.get_num_threads(), os.environ['OMP_NUM_THREADS']); "
