@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 OUT    ?= figures/out
 
-.PHONY: figures test test-all test-integrations integration-envs lint bench setup clean
+.PHONY: figures test test-all test-integrations integration-envs lint bench setup clean browser
 
 setup: $(STAMP)
 
@@ -53,6 +53,18 @@ test-integrations: integration-envs
 	  echo "== $$fw ($$env)"; \
 	  $$env/bin/python -m pytest -q -p no:cacheprovider tests/integrations integrations; \
 	done
+
+# A headless browser for the test that opens the HTML reports (tests/analysis/test_report_browser.py):
+# Chromium from the distribution's packages (Debian/Ubuntu: apt-get), nothing when one is on PATH or in $CHROME.
+BROWSERS := chromium chromium-browser google-chrome google-chrome-stable
+browser:
+	@if [ -n "$$CHROME" ] && [ -x "$$CHROME" ]; then echo "browser: $$CHROME"; exit 0; fi; \
+	for b in $(BROWSERS); do \
+	  if command -v $$b >/dev/null 2>&1; then echo "browser: $$(command -v $$b)"; exit 0; fi; \
+	done; \
+	command -v apt-get >/dev/null 2>&1 || { echo "no apt-get here: install Chromium with the system's package manager, or set CHROME"; exit 1; }; \
+	SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	$$SUDO apt-get update && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

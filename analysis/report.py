@@ -21,8 +21,17 @@ The report is drawn from the document alone (no checkpoint is re-read), so a sav
 ``report.json`` can be rendered again: ``write_report(json.load(open(p)), out)``.
 
 Generic helpers, public for other reports (``analysis.audit.report``): :func:`render_markdown`,
-:func:`render_html`, ``Block``, :func:`png_bytes` (a figure's PNG bytes), :func:`new_figure`
-(a matplotlib ``Figure`` without pyplot) and :func:`y_room` (y limits with room for flat data).
+:func:`render_html`, ``Block``, :func:`png_bytes` (a figure's PNG bytes, cropped to its content,
+with the numbers of its paper marks in the PNG metadata ``Paper marks``), :func:`new_figure`
+(a matplotlib ``Figure`` without pyplot), :func:`y_room` (y limits with room for flat data),
+:func:`paper_mark` / :func:`paper_values` (the paper's reference numbers drawn on a plot, in
+black and labelled "paper") and :func:`coincides_with` (a curve drawn over an earlier equal
+one says so in its legend label).
+
+The diff report opens with the verdict table and ``verdict.png`` (each checkpoint beside
+FADE's Sec. 5 table); plots label their axes with symbols and units, explain every colour and
+line style in a legend and draw the paper's numbers where the report compares with them
+(FADE App. 15.1 for ``u``, Table 12 for the alignment, Tables 10-11 for the hidden states).
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from __future__ import annotations
 import base64
 import functools
 import html
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +52,8 @@ from rlvr_theory.serialize import dumps, fmt_number
 from .io import atomic_dir, atomic_write, atomic_write_text
 
 __all__ = ["write_report", "write_hidden_states_report", "to_json", "render_markdown", "render_html",
-           "png_bytes", "new_figure", "y_room", "Block", "REPORT_FILES", "REPORT_MARKERS", "HIDDEN_STATES_MARKERS",
+           "png_bytes", "new_figure", "y_room", "paper_mark", "paper_values", "coincides_with",
+           "PAPER_COLOR", "Block", "REPORT_FILES", "REPORT_MARKERS", "HIDDEN_STATES_MARKERS",
            "FADE_SEC5_TABLE"]
 
 #: files every diff report holds (PNGs come in addition)
@@ -145,7 +156,9 @@ def render_html(title: str, blocks: Sequence[Block], images: dict[str, bytes]) -
 
 
 def png_bytes(fig: Any) -> bytes:
-    """The PNG bytes of a matplotlib ``Figure`` (110 dpi), for :func:`render_html` / files.
+    """The PNG bytes of a matplotlib ``Figure`` (110 dpi, cropped to its drawn content plus a
+    thin margin, so that no label is cut), for :func:`render_html` / files.  The numbers its
+    paper marks show (:func:`paper_mark`) are written into the PNG's ``Paper marks`` metadata.
 
     Examples
     --------
@@ -157,7 +170,9 @@ def png_bytes(fig: Any) -> bytes:
     import io
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
+    marks = paper_values(fig)
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", pad_inches=0.04,
+                metadata={"Paper marks": json.dumps(marks)} if marks else None)
     return buf.getvalue()
 
 
@@ -176,6 +191,92 @@ def new_figure(w: float = 7.0, h: float = 3.6, ncols: int = 1, *, nrows: int = 1
     fig = Figure(figsize=(w, h), layout="constrained")
     axes = fig.subplots(nrows, ncols)
     return fig, axes
+
+
+# ------------------------------------------------------------- paper marks
+#: colour of the paper's reference marks (black dotted lines and stars, as the paper figures)
+PAPER_COLOR = "black"
+
+
+def paper_mark(artist: Any, values: Sequence[float]) -> Any:
+    """Record on ``artist`` that it shows the paper's ``values`` (its ``gid``
+    ``"paper:[v1, ...]"``, the convention of the paper figures); :func:`png_bytes` writes the
+    marks of a figure into the PNG's ``Paper marks`` metadata.  Returns ``artist``."""
+    vals = [float(v) for v in values]
+    old = artist.get_gid() or ""
+    if old.startswith("paper:"):
+        vals = json.loads(old[6:]) + vals
+    artist.set_gid("paper:" + json.dumps(vals))
+    return artist
+
+
+def paper_values(fig: Any) -> list[float]:
+    """Every number the paper marks of ``fig`` show (:func:`paper_mark`).
+
+    Examples
+    --------
+    >>> fig, ax = new_figure(2, 1)
+    >>> _ = paper_mark(ax.axhline(0.97), [0.97])
+    >>> paper_values(fig)
+    [0.97]
+    """
+    out: list[float] = []
+    for art in fig.findobj(lambda a: (a.get_gid() or "").startswith("paper:")):
+        out += json.loads(art.get_gid()[6:])
+    return out
+
+
+def coincides_with(y: Sequence[float], drawn: Sequence[tuple[str, Sequence[float]]], *,
+                   rtol: float = 1e-6) -> str | None:
+    """The label of the first ``(label, values)`` of ``drawn`` equal to ``y`` (same NaNs, finite
+    values within ``rtol`` of the largest magnitude), else ``None``: a curve drawn exactly over an
+    earlier one says so in its legend label instead of vanishing.
+
+    Examples
+    --------
+    >>> coincides_with([1.0, 2.0], [("a", [1.0, 2.5]), ("b", [1.0, 2.0 + 1e-12])])
+    'b'
+    >>> coincides_with([1.0, 2.0], [("a", [1.0, 2.5])]) is None
+    True
+    """
+    a = np.asarray(y, dtype=float)
+    for label, values in drawn:
+        b = np.asarray(values, dtype=float)
+        if a.shape != b.shape or not a.size or not np.array_equal(np.isnan(a), np.isnan(b)):
+            continue
+        fin = np.isfinite(a) & np.isfinite(b)
+        if not np.array_equal(a[~fin], b[~fin]):
+            continue
+        scale = float(np.abs(np.concatenate([a[fin], b[fin]])).max()) if fin.any() else 0.0
+        if np.all(np.abs(a[fin] - b[fin]) <= rtol * scale):
+            return label
+    return None
+
+
+#: line style and marker of the i-th series (colour ``Ci``): curves that coincide stay visible
+_STYLES = (("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"))
+
+
+def _style(i: int, *, marker: bool = True) -> dict:
+    ls, mk = _STYLES[i % len(_STYLES)]
+    return {"color": f"C{i % 10}", "ls": ls, **({"marker": mk, "ms": 4.5, "mfc": "none"} if marker else {})}
+
+
+def _same_note(label: str, y: Any, drawn: list[tuple[str, Any]]) -> str:
+    """``label``, with "(coincides with OTHER)" when ``y`` equals an earlier curve; ``y`` is recorded."""
+    other = coincides_with(y, drawn)
+    drawn.append((label, y))
+    return label if other is None else f"{label} (coincides with {other})"
+
+
+def _legend(ax: Any, **kw: Any) -> None:
+    ax.legend(fontsize=7, framealpha=0.85, **kw)
+
+
+def _integer_x(ax: Any) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 # ------------------------------------------------------------------- plots
@@ -215,78 +316,171 @@ def _labels(doc: dict) -> list[str]:
     return [(f"step {c['step']}" if c.get("step") is not None else _short(c["path"])) for c in doc["checkpoints"]]
 
 
+#: the verdict figure's panels: (column of FADE_SEC5_TABLE, y label, this report's value of a checkpoint)
+_VERDICT_PANELS = (
+    (1, "OH share: output head's\nshare of ‖ΔW‖² (%)", lambda c: _scaled(c["output_head"].get("l2_share"))),
+    (3, "head r1 = σ₁²/‖ΔW_head‖²_F (%)", lambda c: _scaled(c["output_head"].get("rank1_fraction"))),
+    (2, "head s1/s2 = σ₁/σ₂", lambda c: c["output_head"].get("s1_s2")),
+    (4, "Inner: mean block share\nof ‖ΔW‖² (%)", lambda c: _scaled(c.get("inner_l2_share_mean"))),
+)
+_FAILURE_BIASED, _SIGN_BALANCED = "tab:red", "tab:blue"
+
+
+def _scaled(x: Any, by: float = 100.0) -> float | None:
+    return None if x is None or not np.isfinite(x) else by * float(x)
+
+
+def _tick(label: str, width: int = 18) -> str:
+    """A checkpoint's label short enough for a tick: its last path part, cut to ``width`` from the left."""
+    last = label.rsplit("/", 1)[-1]
+    return last if len(last) <= width else "…" + last[-(width - 1):]
+
+
+def _plot_verdict(doc: dict, labs: list[str]) -> bytes:
+    """Each checkpoint's OH share, head r1, head s1/s2 and Inner beside FADE's Sec. 5 table:
+    the six FADE runs (stars) and the ranges of the failure-biased and sign-balanced runs."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    n = len(labs)
+    fig, axes = new_figure(11.5, 3.3, 4)
+    for ax, (col, ylabel, ours) in zip(axes, _VERDICT_PANELS):
+        vals = [ours(c) for c in doc["checkpoints"]]
+        xs = [i for i, v in enumerate(vals) if v is not None]
+        ax.plot(xs, [vals[i] for i in xs], ls="none", marker="o", ms=7, color="C0", zorder=5)
+        runs = [r[col] for r in FADE_SEC5_TABLE[:6]]
+        paper_mark(ax.scatter(n + np.linspace(-0.2, 0.2, len(runs)), runs, marker="*", s=80, color=PAPER_COLOR, edgecolor="white",
+                              linewidth=0.5, zorder=6), runs)
+        every = [v for v in vals if v is not None] + runs
+        for row, color in ((FADE_SEC5_TABLE[6], _FAILURE_BIASED), (FADE_SEC5_TABLE[7], _SIGN_BALANCED)):
+            lo, hi = row[col]
+            art = (ax.axhspan(lo, hi, color=color, alpha=0.18, lw=0, zorder=1) if hi > lo else
+                   ax.axhline(lo, color=color, ls="--", lw=1.3, zorder=2))
+            paper_mark(art, [lo, hi])
+            every += [lo, hi]
+        pos = [v for v in every if v > 0]
+        if col == 2 and pos and max(pos) > 30 * min(pos):      # a near-exact rank-1 head: s1/s2 spans decades
+            ax.set_yscale("log")
+        else:
+            bottom, top = y_room(ax, every)
+            ax.set_ylim(bottom - 0.04 * (top - bottom), top)        # a dot at 0 is drawn whole
+        for i in (i for i, v in enumerate(vals) if v is None):     # say why a checkpoint has no dot
+            ax.text(i, 0.5, "no value", transform=ax.get_xaxis_transform(), rotation=90, ha="center", va="center",
+                    fontsize=7, color="0.4")
+        ax.set_xlim(-0.6, n + 0.6)
+        ax.set_xticks(range(n + 1), [_tick(lab) for lab in labs] + ["FADE runs"], rotation=30, ha="right",
+                      fontsize=7)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(alpha=0.25, lw=0.5, axis="y")
+    fig.legend(handles=[
+        Line2D([], [], ls="none", marker="o", ms=7, color="C0", label="this report's checkpoints"),
+        Line2D([], [], ls="none", marker="*", ms=9, color=PAPER_COLOR,
+               label="paper: the six FADE runs (Sec. 5 table, Qwen 2.5 7B)"),
+        Patch(color=_FAILURE_BIASED, alpha=0.3, label="paper: failure-biased runs (band: range, dashed: one value)"),
+        Patch(color=_SIGN_BALANCED, alpha=0.3, label="paper: sign-balanced runs (band: range, dashed: one value)"),
+    ], loc="outside lower center", ncol=2, fontsize=7, frameon=False)
+    return png_bytes(fig)
+
+
 def _plot_head_spectrum(doc: dict) -> bytes | None:
     fig, ax = new_figure()
-    any_ = False
-    for lab, c in zip(_labels(doc), doc["checkpoints"]):
-        s = c["output_head"].get("singular_values") or []
+    drawn: list[tuple[str, Any]] = []
+    for i, (lab, c) in enumerate(zip(_labels(doc), doc["checkpoints"])):
+        h = c["output_head"]
+        s = h.get("singular_values") or []
         if s:
-            ax.semilogy(np.arange(1, len(s) + 1), np.maximum(s, 1e-300), label=lab, lw=1.2)
-            any_ = True
-    if not any_:
+            y = np.maximum(np.asarray(s, dtype=float), 1e-300)
+            label = f"{lab}: s1/s2 = {_fmt(h.get('s1_s2'))}, r1 = {_pct(h.get('rank1_fraction'))}"
+            ax.plot(np.arange(1, len(s) + 1), y, lw=1.3, **_style(i, marker=len(s) <= 40),
+                    label=_same_note(label, y, drawn))
+    if not drawn:
         return None
-    ax.set_xlabel("index i")
-    ax.set_ylabel("σ_i of ΔW (output head)")
+    from matplotlib.ticker import FuncFormatter
+
     ax.set_xscale("log")
-    ax.set_title("Output-head ΔW singular values")
-    ax.legend(fontsize=7)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("index i of the singular value (log scale)")
+    ax.set_ylabel("$\\sigma_i$ of the output-head ΔW (log scale)")
+    ax.grid(alpha=0.25, lw=0.5)
+    _legend(ax, loc="lower left")
     return png_bytes(fig)
 
 
 def _plot_l2_share(doc: dict) -> bytes:
     fig, ax = new_figure()
     ys: list[float] = []
-    for lab, c in zip(_labels(doc), doc["checkpoints"]):
+    drawn: list[tuple[str, Any]] = []
+    for i, (lab, c) in enumerate(zip(_labels(doc), doc["checkpoints"])):
         pl = c["per_layer"]
         if pl:
             y = [100 * p["l2_share"] for p in pl]
             ys += y
-            ax.plot([p["layer"] for p in pl], y, marker=".", label=
-                    f"{lab} (head {100 * (c['output_head']['l2_share'] or 0):.3g}%)")
+            label = f"{lab} (output head: {_pct(c['output_head']['l2_share'])} of ‖ΔW‖²)"
+            ax.plot([p["layer"] for p in pl], y, **_style(i), label=_same_note(label, y, drawn))
     y_room(ax, ys)
-    ax.set_xlabel("block")
-    ax.set_ylabel("share of ‖ΔW‖²_F (%)")
-    ax.set_title("Per-layer L2 share (output head in the legend)")
-    ax.legend(fontsize=7)
+    _integer_x(ax)
+    ax.set_xlabel("transformer block ℓ")
+    ax.set_ylabel("block's share of ‖ΔW‖²_F (%)")
+    ax.grid(alpha=0.25, lw=0.5)
+    _legend(ax, loc="lower left")
     return png_bytes(fig)
 
 
 def _plot_layer_s12(doc: dict) -> bytes | None:
     fig, ax = new_figure()
-    drew = False
-    every: list[float] = []
-    for lab, c in zip(_labels(doc), doc["checkpoints"]):
+    every: list[float] = [1.0]
+    drawn: list[tuple[str, Any]] = []
+    for i, (lab, c) in enumerate(zip(_labels(doc), doc["checkpoints"])):
         xs = [p["layer"] for p in c["per_layer"] if p["s1_s2_mean"] is not None]
         ys = [p["s1_s2_mean"] for p in c["per_layer"] if p["s1_s2_mean"] is not None]
         if xs:
-            ax.plot(xs, ys, marker=".", label=lab)
+            ax.plot(xs, ys, **_style(i), label=_same_note(lab, xs + ys, drawn))
             every += ys
-            drew = True
-    if not drew:
+    if not drawn:
         return None
+    ax.axhline(1.0, color="0.4", lw=0.8, ls=(0, (1, 2)), label="s1/s2 = 1: no dominant direction")
     y_room(ax, every)
-    ax.set_xlabel("block")
-    ax.set_ylabel("mean s1/s2 of the block's weights")
-    ax.set_title("Per-layer s1/s2 of ΔW")
-    ax.legend(fontsize=7)
+    _integer_x(ax)
+    ax.set_xlabel("transformer block ℓ")
+    ax.set_ylabel("mean σ₁/σ₂ of the block's 2-D ΔW")
+    ax.grid(alpha=0.25, lw=0.5)
+    _legend(ax, loc="lower left")
     return png_bytes(fig)
+
+
+#: FADE App. 15.1 (Qwen 2.5 7B): u has one sign on 99.93-99.97% of the tokens, the largest entries on the
+#: other side (so, oriented as here, sorted u changes sign there); half of ‖u‖² lies in ~22% of the vocabulary
+_FADE_U_SIGN = (0.9993, 0.9997)
+_FADE_U_HALF_ENERGY = 0.22
 
 
 def _plot_u(doc: dict) -> bytes | None:
     fig, ax = new_figure()
-    drew = False
-    for lab, c in zip(_labels(doc), doc["checkpoints"]):
+    drawn: list[tuple[str, Any]] = []
+    for i, (lab, c) in enumerate(zip(_labels(doc), doc["checkpoints"])):
         q = c["output_head"].get("u_quantiles") or []
         if q:
-            ax.plot(np.linspace(0, 1, len(q)), q, label=lab)
-            drew = True
-    if not drew:
+            ax.plot(np.linspace(0, 1, len(q)), q, lw=1.3, **_style(i, marker=False),
+                    label=_same_note(lab, q, drawn))
+    if not drawn:
         return None
-    ax.axhline(0, color="k", lw=0.5)
-    ax.set_xlabel("fraction of vocabulary (sorted by u)")
-    ax.set_ylabel("u_i")
-    ax.set_title("Leading left singular vector u of the output-head ΔW")
-    ax.legend(fontsize=7)
+    ax.axhline(0, color="0.4", lw=0.6)
+    lo, hi = _FADE_U_SIGN
+    paper_mark(ax.axvline((lo + hi) / 2, color=PAPER_COLOR, ls=":", lw=1.3, zorder=4,
+                          label=f"paper: sign change at {100 * lo:g}–{100 * hi:g}% of the vocabulary"), [lo, hi])
+    from matplotlib.offsetbox import AnchoredText
+
+    note = AnchoredText(f"paper (FADE App. 15.1, Qwen 2.5 7B):\nu < 0 on {100 * lo:g}–{100 * hi:g}% of tokens, "
+                        f"largest $|u_i|$ positive;\nhalf of ‖u‖² in ~{100 * _FADE_U_HALF_ENERGY:g}% of the vocabulary",
+                        loc="lower right", prop={"fontsize": 7}, frameon=True)
+    note.patch.set_boxstyle("round,pad=0.3")
+    note.patch.set_edgecolor(PAPER_COLOR)
+    ax.add_artist(paper_mark(note, [lo, hi, _FADE_U_HALF_ENERGY]))
+    ax.set_xlabel("fraction of the vocabulary (tokens sorted by $u_i$)")
+    ax.set_ylabel("$u_i$ (entry of the unit vector u)")
+    ax.grid(alpha=0.25, lw=0.5)
+    _legend(ax, loc="upper left")
     return png_bytes(fig)
 
 
@@ -294,31 +488,46 @@ def _plot_density(doc: dict) -> bytes:
     fig, ax = new_figure(6, 3.4)
     tols = [str(t) for t in doc["checkpoints"][0]["density"]]
     ys: list[float] = []
-    for lab, c in zip(_labels(doc), doc["checkpoints"]):
+    drawn: list[tuple[str, Any]] = []
+    for i, (lab, c) in enumerate(zip(_labels(doc), doc["checkpoints"])):
         y = [100 * c["density"][t] for t in tols]
         ys += y
-        ax.plot(range(len(tols)), y, marker="o", label=lab)
+        ax.plot(range(len(tols)), y, **_style(i), label=_same_note(lab, y, drawn))
     y_room(ax, ys)
     ax.set_xticks(range(len(tols)), [f"> {t}" for t in tols])
-    ax.set_xlabel("|ΔW| threshold")
-    ax.set_ylabel("entries updated (%)")
-    ax.set_title("Update density")
-    ax.legend(fontsize=7)
+    ax.set_xlabel("threshold t on |ΔW_ij| (all tensors)")
+    ax.set_ylabel("entries with |ΔW_ij| > t (%)")
+    ax.grid(alpha=0.25, lw=0.5)
+    _legend(ax, loc="lower left")
     return png_bytes(fig)
+
+
+#: FADE Table 12 (Qwen 2.5 7B, GRPO): the head's u at step 1,200 already has |cos| 0.97 with step 15,000's
+_FADE_HEAD_ALIGNMENT = 0.97
 
 
 def _plot_alignment(doc: dict) -> bytes:
     al = doc["alignment"]
-    x = [s if s is not None else i for i, s in enumerate(al["steps"])]
+    steps = al["steps"]
+    by_step = all(s is not None for s in steps)
+    x = list(steps) if by_step else list(range(len(steps)))
     fig, ax = new_figure()
-    ax.plot(x, [np.nan if v is None else v for v in al["output_head"]["u"]], marker="o", label="output head |cos u|")
-    for k, v in al["thirds"].items():
-        ax.plot(x, [np.nan if y is None else y for y in v["u"]], marker=".", label=f"{k} blocks |cos u|")
+    ax.plot(x, [np.nan if v is None else v for v in al["output_head"]["u"]], color="C0", ls="-", marker="o", ms=6,
+            lw=1.8, label="output head")
+    for i, (k, v) in enumerate(al["thirds"].items(), start=1):
+        ax.plot(x, [np.nan if y is None else y for y in v["u"]], **_style(i), label=f"{k} blocks (mean)")
+    paper_mark(ax.axhline(_FADE_HEAD_ALIGNMENT, color=PAPER_COLOR, ls=":", lw=1.3, zorder=4,
+                          label=f"paper: GRPO head, step 1,200 vs 15,000: {_FADE_HEAD_ALIGNMENT:g} (FADE Table 12)"),
+               [_FADE_HEAD_ALIGNMENT])
     ax.set_ylim(0, 1.05)
-    ax.set_xlabel("step" if all(s is not None for s in al["steps"]) else "checkpoint")
-    ax.set_ylabel("|cos| with the last checkpoint")
-    ax.set_title("Cross-checkpoint alignment of leading singular vectors (FADE Table 12)")
-    ax.legend(fontsize=7)
+    if by_step:
+        _integer_x(ax)
+    else:
+        ax.set_xticks(x, _labels(doc), fontsize=7)
+    ax.set_xlabel("training step" if by_step else "checkpoint")
+    ax.set_ylabel("|cos u| with the last checkpoint")
+    ax.grid(alpha=0.25, lw=0.5)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     return png_bytes(fig)
 
 
@@ -330,14 +539,17 @@ def _plot_clustering(doc: dict) -> bytes:
     labs = [_short(p) for p in cl["labels"]]
     fig, (a1, a2) = new_figure(10, 4, 2)
     im = a1.imshow(C, vmin=-1, vmax=1, cmap="RdBu_r")
+    if len(labs) <= 12:     # the values themselves, legible on either end of the colour map
+        for (i, j), v in np.ndenumerate(C):
+            a1.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if abs(v) > 0.6 else "black")
     a1.set_xticks(range(len(labs)), labs, rotation=60, ha="right", fontsize=7)
     a1.set_yticks(range(len(labs)), labs, fontsize=7)
-    a1.set_title("cos(ΔW_a, ΔW_b), all tensors")
-    fig.colorbar(im, ax=a1, shrink=0.8)
+    a1.set_title("cos(ΔW_a, ΔW_b), all tensors flattened", fontsize=9)
+    fig.colorbar(im, ax=a1, shrink=0.8, label="cosine")
     Z = np.asarray(cl["linkage"], dtype=float)
     dendrogram(Z, labels=labs, ax=a2, leaf_rotation=60, leaf_font_size=7)
-    a2.set_ylabel("1 − cos (average linkage)")
-    a2.set_title("Hierarchical clustering of runs")
+    a2.set_ylabel("distance 1 − cos (average linkage)")
+    a2.set_title("Hierarchical clustering of runs", fontsize=9)
     return png_bytes(fig)
 
 
@@ -401,6 +613,9 @@ def _verdict(page: Page, doc: dict, labs: list[str]) -> None:
     page.add(("p", "OH = the output head's share of ‖ΔW‖²; r1 = σ1²/‖ΔW_head‖²; Inner = mean per-block share of "
                    "‖ΔW‖² (the paper's Inner column, see Summary); density = fraction of entries that changed. "
                    "FADE's values are for 7B models after thousands of steps: compare regimes, not digits."))
+    page.img("verdict.png", _plot_verdict(doc, labs), "Each checkpoint (blue dots) beside FADE's Sec. 5 table "
+             "(Qwen 2.5 7B; black stars: the six FADE runs; red: failure-biased runs, blue: sign-balanced runs). "
+             "FADE reports no update density.")
     for lab, c in zip(labs, doc["checkpoints"]):
         if c.get("dtype_differs") and c.get("rounding_floor"):
             f = c["rounding_floor"]
@@ -559,10 +774,10 @@ def _plot_experts(c: dict) -> bytes | None:
     every = max(1, -(-len(layers) // 24))
     ax.set_yticks(range(0, len(layers), every), [str(i) for i in layers[::every]], fontsize=7)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("expert")
-    ax.set_ylabel("block")
-    ax.set_title("Share of ‖ΔW‖² per routed expert (%)")
-    fig.colorbar(im, ax=ax, shrink=0.9)
+    ax.set_xlabel("routed expert e")
+    ax.set_ylabel("transformer block ℓ")
+    ax.set_title("Share of ‖ΔW‖² per routed expert", fontsize=9)
+    fig.colorbar(im, ax=ax, shrink=0.9, label="share of ‖ΔW‖² (%)")
     return png_bytes(fig)
 
 
@@ -749,14 +964,42 @@ def _hidden_blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:
               f"{pap.get('residual_ratio_measured', [0.73, 0.79])[1]}."),
     ]
     images: dict[str, bytes] = {}
-    fig, (a1, a2) = new_figure(8, 3.2, 2)
-    a1.bar(["correct", "failed"], [r["success"] or 0, r["failure"] or 0], color=["tab:green", "tab:red"])
-    a1.set_title("ρ̂ of h⊥ (Table 10)")
-    a2.bar(["measured", "CLT"], [doc["residual_ratio"] or 0, doc["clt_baseline"] or 0], color=["tab:blue", "tab:gray"])
-    a2.set_title("‖R_F‖/‖R_S‖ (Table 11)")
-    images["hidden_states.png"] = png_bytes(fig)
+    images["hidden_states.png"] = _plot_hidden_states(doc)
     B.append(("img", "hidden_states.png", "Perpendicular correlation by outcome and residual-norm ratio."))
     return B, images
+
+
+def _plot_hidden_states(doc: dict) -> bytes:
+    """ρ̂ of h⊥ by outcome (left) and ‖R_F‖/‖R_S‖ against its CLT baseline (right), with FADE's values."""
+    from matplotlib.offsetbox import AnchoredText
+
+    r, pap = doc["rho_perp"], doc.get("paper", {})
+    lo3, hi3 = pap.get("rho_ratio", [3, 4])
+    clt, (m_lo, m_hi) = pap.get("clt_baseline", 0.40), pap.get("residual_ratio_measured", [0.73, 0.79])
+    fig, (a1, a2) = new_figure(8.5, 3.3, 2)
+    a1.bar(["correct (S)", "failed (F)"], [r["success"] or 0, r["failure"] or 0], color=["tab:green", "tab:red"],
+           width=0.6)
+    a1.set_ylabel("ρ̂ of h⊥ (mean pairwise cosine)")
+    a1.set_title(f"Table 10: ratio S/F = {_fmt(r.get('ratio'))}", fontsize=9)
+    note = AnchoredText(f"paper (FADE, Qwen 2.5 7B):\nS/F ratio {lo3:g}–{hi3:g}", loc="upper right",
+                        prop={"fontsize": 7}, frameon=True)
+    note.patch.set_boxstyle("round,pad=0.3")
+    note.patch.set_edgecolor(PAPER_COLOR)
+    a1.add_artist(paper_mark(note, [lo3, hi3]))
+    y_room(a1, [r["success"] or 0, r["failure"] or 0], margin=0.35)
+    a2.bar(["measured\n‖R_F‖/‖R_S‖", "CLT baseline\n√(N_S/N_F)"], [doc["residual_ratio"] or 0, doc["clt_baseline"] or 0],
+           color=["tab:blue", "tab:gray"], width=0.6, label="this checkpoint")
+    paper_mark(a2.fill_between([-0.4, 0.4], m_lo, m_hi, color="0.55", alpha=0.35, lw=0, zorder=3,
+                               label=f"paper: measured {m_lo:g}–{m_hi:g}"), [m_lo, m_hi])
+    paper_mark(a2.hlines(clt, 0.6, 1.4, colors=PAPER_COLOR, linestyles=":", lw=1.5, zorder=4,
+                         label=f"paper: baseline {clt:g}"), [clt])
+    y_room(a2, [doc["residual_ratio"] or 0, doc["clt_baseline"] or 0, m_hi, clt], margin=0.35)
+    a2.set_ylabel("ratio of group residual norms")
+    a2.set_title("Table 11: residual norms", fontsize=9)
+    _legend(a2, loc="upper right")
+    for ax in (a1, a2):
+        ax.grid(alpha=0.25, lw=0.5, axis="y")
+    return png_bytes(fig)
 
 
 def write_hidden_states_report(doc: dict, out: str | os.PathLike, *, overwrite: bool = False) -> Path:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import math
 import os
 import pkgutil
@@ -164,6 +165,9 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
     numbers), ``NAME.claims.csv`` (paper vs ours), ``NAME.md`` for tables, ``NAME.pdf`` if asked.
     ``full`` uses the figure's paper-scale data where it has one (``FigureSpec.full_data``).
 
+    The PNG's metadata entry ``Paper marks`` lists the numbers drawn by the figure's paper marks
+    (:mod:`figures.paper._style`); every claim with a paper value has one (tested).
+
     Returns the written paths and the claims.  An unknown ``name`` and an ``out_dir`` that
     cannot receive the files (an existing file, a path under a file, not writable) are refused
     (``ValueError``) before anything is computed or written.  Files already in ``out_dir`` are
@@ -197,7 +201,12 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
         written.append(path)
 
     emit(".csv", lambda p: df.to_csv(p, index=False, float_format="%.17g"))
-    emit(".png", lambda p: fig.savefig(p, dpi=150, bbox_inches="tight", format="png"))
+    from .paper._style import paper_values
+
+    # the numbers the figure's paper marks show, in the PNG's metadata (checked against the
+    # claims by the figure tests: a figure cannot silently lose its paper marks)
+    marks = {"Paper marks": json.dumps(paper_values(fig))}
+    emit(".png", lambda p: fig.savefig(p, dpi=150, bbox_inches="tight", format="png", metadata=marks))
     if pdf:
         emit(".pdf", lambda p: fig.savefig(p, bbox_inches="tight", format="pdf"))
     plt.close(fig)

@@ -46,7 +46,7 @@ import pandas as pd
 from rlvr_theory.serialize import fmt_number
 
 from ..io import atomic_dir, atomic_write, atomic_write_text, check_out
-from ..report import Block, Page, new_figure, png_bytes, render_html, render_markdown, to_json
+from ..report import Block, Page, coincides_with, new_figure, png_bytes, render_html, render_markdown, to_json
 
 __all__ = ["write_report", "render", "check_report_out", "rolling_window", "REPORT_FILES", "REPORT_MARKERS",
            "TITLE", "HEADERS"]
@@ -195,8 +195,11 @@ _LINESTYLES = ("-", "--", "-.", ":")
 
 def _series_axes(ax: Any, frame: pd.DataFrame, lines: Sequence[tuple[str, str]], window: int, ylabel: str,
                  *, log: bool = False, hline: float | None = None, hline_label: str | None = None,
-                 snap: tuple[float, float] | None = None, scale: float = 1.0) -> bool:
-    """Each ``(column, label)`` against step (thin) with its rolling mean (thick, same colour).
+                 band: tuple[float, float, str] | None = None, snap: tuple[float, float] | None = None,
+                 scale: float = 1.0) -> bool:
+    """Each ``(column, label)`` against step (thin) with its rolling mean (thick, same colour);
+    a series equal to an earlier one says so in its label (:func:`analysis.report.coincides_with`).
+    ``band=(lo, hi, label)``: a grey band (a range the verdict reads, e.g. "sign-balanced").
 
     ``snap=(target, tol)``: values within ``tol`` of ``target`` are drawn at ``target`` (the
     rounding noise of float32 logs: a sign ratio of 1 ± 1e-7 is 1).  A series that is flat
@@ -206,6 +209,7 @@ def _series_axes(ax: Any, frame: pd.DataFrame, lines: Sequence[tuple[str, str]],
     x = frame["step"].to_numpy(dtype=float)
     drew = False
     shown: list[np.ndarray] = []
+    drawn: list[tuple[str, np.ndarray]] = []
     for i, (col, label) in enumerate(lines):
         if col not in frame.columns:
             continue
@@ -217,6 +221,10 @@ def _series_axes(ax: Any, frame: pd.DataFrame, lines: Sequence[tuple[str, str]],
         if not np.isfinite(y).any():
             continue
         color, ls = f"C{i}", _LINESTYLES[i % len(_LINESTYLES)]    # dashes keep coinciding series visible
+        same = coincides_with(y, drawn)
+        drawn.append((label, y))
+        if same is not None:
+            label = f"{label}\n(coincides with {same})"
         if window > 1:
             ax.plot(x, y, color=color, lw=0.8, alpha=0.35, marker="." if len(x) < 60 else None, ms=3)
             roll = pd.Series(y).rolling(window, center=True, min_periods=1).mean().to_numpy()
@@ -229,6 +237,8 @@ def _series_axes(ax: Any, frame: pd.DataFrame, lines: Sequence[tuple[str, str]],
         return False
     if hline is not None:
         ax.axhline(hline, color="k", lw=0.7, ls=":", label=hline_label)
+    if band is not None:
+        ax.axhspan(band[0], band[1], color="0.5", alpha=0.15, lw=0, zorder=0, label=band[2])
     if window > 1:  # what the two kinds of line mean, in the legend itself
         ax.plot([], [], color="0.5", lw=0.8, alpha=0.6, label="thin: value at each step")
         ax.plot([], [], color="0.5", lw=1.8, label=f"thick: rolling mean, {window} steps")
@@ -241,7 +251,10 @@ def _series_axes(ax: Any, frame: pd.DataFrame, lines: Sequence[tuple[str, str]],
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     elif hi - lo <= 1e-9 * max(abs(lo), abs(hi), 1e-300):          # flat: frame it, do not magnify noise
         half = 0.25 * abs(lo) if lo != 0 else 0.25 * scale
-        ax.set_ylim(lo - half, lo + half)
+        bottom, top = lo - half, lo + half
+        if hline is not None and not bottom <= hline <= top:     # keep the reference line in view
+            bottom, top = min(bottom, hline - 0.3 * half), max(top, hline + 0.3 * half)
+        ax.set_ylim(bottom, top)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.25, lw=0.5)
@@ -565,7 +578,8 @@ def _plots(page: Page, doc: dict, frame: pd.DataFrame, window: int) -> None:
         ("masses.png", [{"lines": [("m_S", "m_S: mass on successes"), ("m_F", "m_F: mass on failures")],
                          "ylabel": "mean mass per group"},
                         {"lines": [("sign_ratio", "m_S/m_F")], "ylabel": "sign ratio m_S/m_F", "log": True,
-                         "hline": 1.0, "hline_label": "balanced: m_S = m_F", "snap": (1.0, 1e-6)}],
+                         "hline": 1.0, "hline_label": "balanced: m_S = m_F", "snap": (1.0, 1e-6),
+                         "band": (0.95, 1.05, "read as sign-balanced: 0.95 to 1.05")}],
          "Gradient masses of the advantages used (left; per group (1/k)Σ_S A and −(1/k)Σ_F A, as "
          "rlvr_theory.masses) and their ratio (right, log scale).", 10.0),
         ("weights.png", [{"lines": [("abs_adv_sum", "Σ_i |A_i|")], "ylabel": "mean Σ|A| per group"},

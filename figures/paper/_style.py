@@ -1,18 +1,106 @@
-"""Shared plotting helpers (matplotlib only, no numbers)."""
+"""Shared plotting helpers (matplotlib only, no numbers).
+
+Paper marks: every number a figure's claims take from a paper is drawn on the figure with one
+of the ``paper_*`` helpers (a black dotted line, a black star, a grey band or a boxed note, each
+labelled "paper" in the legend once per axes).  Each mark records the numbers it shows in its
+artist ``gid`` (``"paper:[v1, v2, ...]"``, :func:`analysis.report.paper_mark`, here
+``tag_paper``, the convention the diff and audit reports share); :func:`paper_values` collects them,
+:func:`figures.registry.make` writes them into the PNG's metadata (``Paper marks``) and the
+figure tests check that every claim with a paper value has a mark showing it.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.offsetbox import AnchoredText  # noqa: E402
 
-__all__ = ["plt", "subplots"]
+from analysis.report import PAPER_COLOR, paper_values  # noqa: E402  (one gid convention for figures and reports)
+from analysis.report import paper_mark as tag_paper  # noqa: E402
+
+__all__ = ["plt", "subplots", "PAPER_COLOR", "paper_hline", "paper_vline", "paper_point", "paper_band",
+           "paper_note", "paper_values", "tag_paper"]
+
+_PAPER_LABEL = "paper"
 
 
-def subplots(ncols: int, *, width: float = 4.2, height: float = 3.4, **kw):
-    """A row of axes with the project's defaults."""
-    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False, **kw)
+def subplots(ncols: int, *, width: float = 4.2, height: float = 3.4, nrows: int = 1, **kw):
+    """A grid of axes (one row by default) with the project's defaults, flattened."""
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kw)
     for ax in axes.ravel():
         ax.grid(alpha=0.3)
     return fig, axes.ravel()
+
+
+def _label(ax: Any, label: str | None) -> str | None:
+    """``label`` for the legend, "paper" only the first time on ``ax`` (``None``: "paper")."""
+    if label is not None:
+        return label
+    return "_nolegend_" if _PAPER_LABEL in ax.get_legend_handles_labels()[1] else _PAPER_LABEL
+
+
+def paper_hline(ax: Any, y: float, *, label: str | None = None, values: Sequence[float] | None = None,
+                xmin: float | None = None, xmax: float | None = None, **kw: Any) -> Any:
+    """A horizontal dotted black line at the paper's ``y`` (between data ``xmin`` and ``xmax``
+    when given, else across the axes)."""
+    style = {"color": PAPER_COLOR, "ls": ":", "lw": 1.3, "zorder": 4, **kw}
+    if xmin is None and xmax is None:
+        line = ax.axhline(y, label=_label(ax, label), **style)
+    else:
+        lo, hi = ax.get_xlim()
+        line = ax.hlines(y, lo if xmin is None else xmin, hi if xmax is None else xmax, label=_label(ax, label),
+                         **{k: v for k, v in style.items() if k != "ls"}, linestyles=style["ls"])
+    return tag_paper(line, [y] if values is None else values)
+
+
+def paper_vline(ax: Any, x: float, *, label: str | None = None, values: Sequence[float] | None = None,
+                **kw: Any) -> Any:
+    """A vertical dotted black line at the paper's ``x``."""
+    line = ax.axvline(x, label=_label(ax, label), **{"color": PAPER_COLOR, "ls": ":", "lw": 1.3, "zorder": 4, **kw})
+    return tag_paper(line, [x] if values is None else values)
+
+
+def paper_point(ax: Any, x: float, y: float, *, label: str | None = None, values: Sequence[float] | None = None,
+                **kw: Any) -> Any:
+    """A black star at the paper's point ``(x, y)``; ``values``: the numbers it shows (default
+    ``[y]``; pass ``[x, y]`` when the claim is about both)."""
+    style = {"marker": "*", "s": 110, "color": PAPER_COLOR, "edgecolor": "white", "linewidth": 0.6, "zorder": 6, **kw}
+    pts = ax.scatter([x], [y], label=_label(ax, label), **style)
+    return tag_paper(pts, [y] if values is None else values)
+
+
+def paper_band(ax: Any, lo: float, hi: float, *, axis: str = "y", start: float | None = None,
+               stop: float | None = None, label: str | None = None, values: Sequence[float] | None = None,
+               **kw: Any) -> Any:
+    """A grey band ``[lo, hi]`` the paper gives, on the ``y`` (horizontal band) or ``x`` axis,
+    drawn only over ``[start, stop]`` of the other axis when given (the range the paper's
+    statement covers)."""
+    style = {"color": "0.55", "alpha": 0.22, "lw": 0, "zorder": 1, **kw}
+    if axis not in ("x", "y"):
+        raise ValueError(f"axis must be 'x' or 'y', got {axis!r}")
+    span, fill, other = ((ax.axhspan, ax.fill_between, ax.get_xlim) if axis == "y"
+                         else (ax.axvspan, ax.fill_betweenx, ax.get_ylim))
+    if start is None and stop is None:
+        art = span(lo, hi, label=_label(ax, label), **style)
+    else:
+        a, b = other()
+        art = fill([a if start is None else start, b if stop is None else stop], lo, hi,
+                   label=_label(ax, label), **style)
+    return tag_paper(art, [lo, hi] if values is None else values)
+
+
+def paper_note(ax: Any, text: str, values: Sequence[float], *, loc: str = "lower right",
+               fontsize: float = 7, **kw: Any) -> Any:
+    """A boxed note ``text`` (e.g. "paper: m_S/m_F = δ = 0.5") inside ``ax`` at ``loc``, for a
+    paper number that is not a position on the axes; ``values`` are the numbers it states."""
+    box = AnchoredText(text, loc=loc, prop={"fontsize": fontsize}, frameon=True, **kw)
+    box.patch.set_boxstyle("round,pad=0.3")
+    box.patch.set_edgecolor(PAPER_COLOR)
+    box.patch.set_alpha(0.85)
+    ax.add_artist(box)
+    return tag_paper(box, values)

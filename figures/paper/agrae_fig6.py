@@ -11,7 +11,7 @@ import pandas as pd
 from rlvr_theory import advantages, masses
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
+from ._style import paper_point, subplots
 
 G = 8
 P = np.linspace(0.0, 1.0, 201)
@@ -32,17 +32,33 @@ def data() -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+LABELS = {"grpo": r"GRPO: $2G\sqrt{p(1-p)}$", "agrae_hard": r"hard-focused: $G\sqrt{1-p}$",
+          "agrae_easy": r"easy-focused: $G\sqrt{p}$"}
+
+
 def plot(df: pd.DataFrame):
-    fig, (ax,) = subplots(1, width=5.0)
+    fig, (ax,) = subplots(1, width=5.4, height=3.9)
     for i, name in enumerate(FAMILIES):
         cur = df[df.advantage == name]
         line, pts = cur[cur.source == "closed form"], cur[cur.source == "groups"]
-        ax.plot(line.p, line.abs_sum, color=f"C{i}", label=name)
-        ax.plot(pts.p, pts.abs_sum, "o", color=f"C{i}", ms=4)
-    ax.set_xlabel("group success rate p")
-    ax.set_ylabel(r"$\sum_i |A_i|$ per group")
-    ax.set_title(f"update magnitude vs difficulty (G = {G})")
-    ax.legend(fontsize=8)
+        ax.plot(line.p, line.abs_sum, color=f"C{i}", label=LABELS[name])
+        ax.plot(pts.p, pts.abs_sum, "o", color=f"C{i}", ms=7 - 1.5 * i)  # shrinking: coinciding dots stay visible
+    ax.plot([], [], "o", color="0.4", ms=4, label=f"a group with X = 0..{G} successes")
+    # the paper's numbers: Theorem 2 (GRPO peak, symmetric in p) and Table 1b (controls at p = 1/4)
+    paper_point(ax, 0.5, G, label="paper (Theorem 2, Table 1b)")
+    paper_point(ax, 0.25, G * 0.75**0.5, label="_nolegend_")
+    paper_point(ax, 0.75, G * 0.75**0.5, label="_nolegend_")
+    paper_point(ax, 0.25, G * 0.25**0.5, label="_nolegend_")
+    box = {"fontsize": 7, "bbox": {"fc": "white", "ec": "none", "alpha": 0.8, "pad": 0.3}}
+    ax.annotate(f"{G}", (0.5, G), xytext=(0, -13), textcoords="offset points", ha="center", **box)
+    root3 = rf"${G // 2}\sqrt{{3}} \approx {G * 0.75**0.5:.2f}$"
+    arrow = {"arrowstyle": "-", "color": "0.4", "lw": 0.6}
+    ax.annotate(root3, (0.25, G * 0.75**0.5), xytext=(0.02, G * 1.06), arrowprops=arrow, **box)
+    ax.annotate(root3, (0.75, G * 0.75**0.5), xytext=(0.98, G * 1.06), ha="right", arrowprops=arrow, **box)
+    ax.annotate(f"{G * 0.5:g}", (0.25, G * 0.5), xytext=(4, -11), textcoords="offset points", **box)
+    ax.set(xlabel=r"group success rate $p = X/G$", ylabel=r"$\Sigma_i\,|A_i|$ (one group)", xlim=(-0.03, 1.03),
+           ylim=(-0.3, G * 1.12), title=f"update magnitude vs difficulty (G = {G})")
+    ax.legend(fontsize=7, loc="lower center", title="lines: closed form", title_fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -2,18 +2,20 @@
 
 Left: existing methods; middle: the Power α series p(1−p)^α; right: the AsymGRPO series
 (m_F = p(1−p)/δ).  Solid lines m_S, dashed m_F (per rollout, closed forms at G = 8 where
-the formula depends on G).
+the formula depends on G); a family with m_S = m_F is drawn once, and markers at staggered
+positions keep curves that coincide visible.  Black stars and boxes: the paper's numbers.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from rlvr_theory import advantages, masses
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
+from ._style import paper_note, paper_point, subplots
 
 G = 8
 P = np.linspace(0.0, 1.0, 201)
@@ -37,20 +39,47 @@ def data() -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+_GREEK = {"alpha=": "α = ", "delta=": "δ = ", "lam=": "λ = ", "beta=": "β = ", "k=": "k = "}
+
+
+def _label(name: str, params: str) -> str:
+    for k, v in _GREEK.items():
+        params = params.replace(k, v)
+    return name + (f" ({params})" if params else "")
+
+
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(3)
+    fig, axes = subplots(3, width=4.6, height=3.8)
     titles = {"existing": "existing methods", "power_alpha": r"Power $\alpha$: $p(1-p)^\alpha$",
-              "asym_grpo": r"AsymGRPO: $m_F = p(1-p)/\delta$"}
+              "asym_grpo": r"AsymGRPO: $m_S = p(1-p)$, $m_F = m_S/\delta$"}
+    markers = "osD^vP*Xh"
     for ax, (panel, sub) in zip(axes, df.groupby("panel", sort=False)):
         for i, ((name, params), cur) in enumerate(sub.groupby(["advantage", "params"], sort=False)):
-            color = f"C{i}"
-            label = name + (f" ({params})" if params else "")
-            ax.plot(cur.p, cur.m_S, color=color, label=label)
-            ax.plot(cur.p, cur.m_F, color=color, ls="--")
-        ax.set_title(titles[panel])
+            # markers at staggered positions keep curves that coincide (e.g. Dr. GRPO and ReLU's
+            # m_S, or AsymGRPO's m_S for every delta) visible
+            style = {"color": f"C{i}", "marker": markers[i], "ms": 4, "markevery": (4 + 5 * i, 40)}
+            same = bool(np.allclose(cur.m_S, cur.m_F))
+            ax.plot(cur.p, cur.m_S, label=_label(name, params) + (r" [$m_S = m_F$]" if same else ""), **style)
+            if not same:
+                ax.plot(cur.p, cur.m_F, ls="--", **{**style, "markevery": (24 + 5 * i, 40), "mfc": "white"})
+        ax.set_title(titles[panel], fontsize=10)
         ax.set_xlabel("solve rate p")
-        ax.legend(fontsize=6)
-    axes[0].set_ylabel(r"mass per rollout (solid $m_S$, dashed $m_F$)")
+    axes[0].set_ylabel(rf"mass per rollout $m_S$, $m_F$ (G = {G})")
+    paper_point(axes[0], 0.5, 0.25, values=[0.5, 0.25], label="paper: Dr. GRPO peak (1/2, 1/4)")
+    for a in (2.0, 3.0):
+        cur = df[(df.panel == "power_alpha") & (df.params == f"alpha={a:g}")]
+        paper_point(axes[1], 1 / (1 + a), float(cur.m_S.max()), values=[1 / (1 + a)],
+                    label=r"paper: peak at $p = 1/(1+\alpha)$, $\alpha$ = 2, 3" if a == 2 else "_nolegend_")
+    paper_note(axes[1], "paper (Eq. 27): peak-normalised\nweights peak at 1/4 for every α", [0.25],
+               loc="upper right")
+    axes[2].text(0.5, 0.27, r"$m_S$ identical for all $\delta$", ha="center", fontsize=7)
+    paper_note(axes[2], r"paper (Sec. 4.1): $m_S/m_F = \delta$" "\n" r"($\delta$ = 0.5: 0.5)", [0.5], loc="center right")
+    styles = [Line2D([], [], color="0.3", label=r"solid: $m_S$ (filled markers)"),
+              Line2D([], [], color="0.3", ls="--", marker="o", mfc="white", label=r"dashed: $m_F$ (open markers)")]
+    for ax, top, ncol in zip(axes, (1.6, 0.45, 1.3), (2, 1, 2)):
+        h, _ = ax.get_legend_handles_labels()
+        ax.legend(handles=h + styles, fontsize=6, loc="upper left" if ncol == 1 else "upper center", ncol=ncol)
+        ax.set_ylim(-0.02 * top, top)
     fig.tight_layout()
     return fig
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from rlvr_theory import advantages, masses, variance
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
+from ._style import paper_point, paper_vline, subplots
 
 G = 16
 ALPHAS = (1.0, 2.0, 3.0, 5.0)
@@ -41,25 +42,40 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(3)
+    fig, axes = subplots(3, width=4.4, height=3.6)
     for i, (a, cur) in enumerate(df.groupby("alpha", sort=False)):
         c = f"C{i}"
         axes[0].plot(cur.p, cur.w, color=c, label=rf"$\alpha$ = {a:g}")
-        axes[1].plot(cur.p, cur.var_delta, color=c, label=rf"$\alpha$ = {a:g} (delta, Eq. 30)")
+        axes[1].plot(cur.p, cur.var_delta, color=c, label=rf"$\alpha$ = {a:g}")
         axes[1].plot(cur.p, cur.var_exact, color=c, ls="--")
-        axes[2].plot(cur.p, cur.rel_var_delta, color=c, label=rf"$\alpha$ = {a:g} (Eq. 31)")
+        axes[2].plot(cur.p, cur.rel_var_delta, color=c, label=rf"$\alpha$ = {a:g}")
         axes[2].plot(cur.p, cur.rel_var_exact, color=c, ls="--")
-        axes[0].axvline(cur["mode"].iloc[0], color=c, lw=0.6, ls=":")
+        mode = float(cur["mode"].iloc[0])
+        paper_vline(axes[0], mode, label=r"paper: mode $1/(1+\alpha)$" if i == 0 else "_nolegend_")
+        if a != 1.0:
+            paper_point(axes[1], mode, 0.0, label=r"paper: Var$(w) = 0$ at the mode" if a == 2 else "_nolegend_")
+    var_01 = (27 / 16) ** 2 * 0.1 * 0.9**3 * 0.7**2 / G  # Eq. 30 at alpha = 2, p = 0.1 (C = 27/16)
+    paper_point(axes[1], 0.1, var_01, marker="P", s=70, label=rf"paper (Eq. 30): $\alpha$ = 2, p = 0.1: {var_01:.5f}")
+    paper_point(axes[2], 0.5, 4 / G, label=r"paper (Eq. 31): $4/G$ at $\alpha$ = 3, p = 1/2")
     first = df[df.alpha == ALPHAS[0]]
     axes[2].plot(first.p, first.v0, color="0.5", lw=1.2, label=r"$v_0 = 1/(Gp(1-p))$ (Eq. 9)")
     axes[2].set_yscale("log")
-    axes[2].set_ylim(1e-4, 1e2)
-    axes[0].set_title(r"weight $C\,p(1-p)^\alpha$ (Eq. 27); dotted: mode $1/(1+\alpha)$", fontsize=8)
-    axes[1].set_title(rf"Var$(w(\hat p))$, G = {G} (solid delta, dashed exact)", fontsize=9)
+    axes[2].set_ylim(bottom=1e-4)
+    axes[0].set_title(r"weight $w(p) = C\,p(1-p)^\alpha$ (Eq. 27)", fontsize=9)
+    axes[1].set_title(rf"Var$(w(\hat p))$, G = {G}", fontsize=9)
     axes[2].set_title(r"relative variance Var$(w)/w^2$ and raw noise $v_0$", fontsize=9)
-    for ax in axes:
+    axes[0].set_ylabel("peak-normalised weight w(p)")
+    axes[1].set_ylabel(r"Var$(w(\hat p))$, $\hat p$ = Binom(G, p)/G")
+    axes[2].set_ylabel(r"Var$(w)/w^2$, $v_0$ (log scale)")
+    styles = [Line2D([], [], color="0.3", label="solid: delta method (Eq. 30, 31)"),
+              Line2D([], [], color="0.3", ls="--", label="dashed: exact over Binom(G, p)")]
+    for ax, extra, top, ncol in zip(axes, ([], styles, styles), (0.33, 0.021, 1e6), (1, 2, 1)):
+        h, lab = ax.get_legend_handles_labels()
+        order = sorted(range(len(h)), key=lambda j: lab[j].startswith("paper"))  # curves first, then marks
+        ax.legend(handles=[h[j] for j in order] + extra, fontsize=6, loc="upper right" if ncol == 2 else
+                  ("upper left" if ax is axes[2] else "upper right"), ncol=ncol)
+        ax.set_ylim(top=top)
         ax.set_xlabel("solve rate p")
-        ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
 

@@ -7,13 +7,14 @@ expected gradient at W_0 (:func:`simulations.linear_head.expected_gradient`).
 from __future__ import annotations
 
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from analysis import spectra
 from rlvr_theory import advantages, rank1
 from simulations import linear_head as lh
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
+from ._style import paper_note, paper_point, subplots
 
 DELTAS = (0.5, 1.0, 2.0)
 KS = (2, 4, 16)
@@ -37,17 +38,26 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(len(KS))
+    fig, axes = subplots(len(KS), height=3.6, sharey=True)
     for ax, K in zip(axes, KS):
         for i, d in enumerate(DELTAS):
             cur = df[(df.K == K) & (df.delta == d) & (df.kind == "simulated")]
-            ax.plot(cur.step, cur.r1, color=f"C{i}", label=rf"$\delta$={d:g}")
+            ax.plot(cur.step, cur.r1, color=f"C{i}", label=rf"$\delta$ = {d:g}")
             e = df[(df.K == K) & (df.delta == d) & (df.kind == "expected_gradient")].r1.iloc[0]
             ax.axhline(e, color=f"C{i}", ls=":")
-        ax.set_title(f"K = {K} failure modes")
-        ax.set_xlabel("step")
-    axes[0].set_ylabel(r"$r_1$ of $\Delta W$ (dotted: $E[g]$ at $W_0$)")
-    axes[0].legend(fontsize=7)
+        ax.set_title(f"K = {K} failure modes", fontsize=10)
+        ax.set_xlabel("training step")
+    e = df[(df.K == 4) & (df.delta == 0.5) & (df.kind == "expected_gradient")].r1.iloc[0]
+    paper_point(axes[1], 0, e, label=r"paper: Eq. 33 limit, $\delta$ = 0.5")
+    paper_note(axes[1], "paper (Prop. 15.1, Cor. 15.2): r1 grows\nwith K and as δ shrinks (1 = yes)",
+               [1.0, 1.0, 1.0], loc="lower right")
+    axes[0].set_ylabel(r"rank-1 fraction $r_1 = \sigma_1^2/\|\Delta W\|_F^2$")
+    styles = [Line2D([], [], color="0.3", label=r"solid: $\Delta W$, mean of 4 seeds"),
+              Line2D([], [], color="0.3", ls=":", label=r"dotted: $E[g]$ at $W_0$")]
+    h, _ = axes[1].get_legend_handles_labels()  # one legend for all panels (same colours and styles)
+    axes[2].legend(handles=h + styles, fontsize=7, loc="lower right")
+    for ax in axes:
+        ax.set_xlim(-5, 105)
     fig.tight_layout()
     return fig
 

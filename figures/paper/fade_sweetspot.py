@@ -11,7 +11,7 @@ import pandas as pd
 from rlvr_theory import advantages, masses, variance
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
+from ._style import paper_band, paper_note, paper_point, subplots
 
 C = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
 G_VALUES = (8, 16)
@@ -24,25 +24,34 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(2, width=4.8)
+    fig, axes = subplots(2, width=4.8, height=3.8)
     one = df[df.G == G_VALUES[0]]
-    axes[0].plot(one.c, one.p_star, "o-", color="C0", label=r"$p^*(c)$: argmax $s^2 p(1-p)$")
-    axes[0].axhspan(0.3, 0.5, xmin=0, xmax=1, color="C0", alpha=0.1, label="paper: [0.3, 0.5] for c = 0.5-1")
-    axes[0].set_xlabel(r"signal slope c, $s(p) = e^{-cp}$")
-    axes[0].set_ylabel("sweet spot p*")
-    axes[0].legend(fontsize=7)
-    axes[1].plot(one.c, one.alpha_mode, "s:", color="0.4", label=r"mode at $p^*$: $1/p^* - 1$")
-    axes[1].plot(one.c, one.alpha_known, "o-", color="C1", label="argmax Q, known weights")
+    ax = axes[0]
+    ax.plot(one.c, one.p_star, "o-", color="C0", label=r"$p^*(c)$: argmax $s^2 p(1-p)$")
+    paper_band(ax, 0.3, 0.5, start=0.5, stop=1.0, label=r"paper: $p^* \in [0.3, 0.5]$ for $c \in [0.5, 1]$")
+    paper_point(ax, 0.0, 0.5, label=r"paper: $p^* = 1/2$ at $c = 0$; $\approx 0.3$ at $c = 1$")
+    paper_point(ax, 1.0, 0.3, label="_nolegend_")
+    ax.set_xlabel(r"signal slope c, $s(p) = e^{-cp}$")
+    ax.set_ylabel(r"sweet spot $p^*$ (solve rate)")
+    ax.legend(fontsize=7, loc="lower left")
+    ax = axes[1]
+    ax.plot(one.c, one.alpha_mode, "s:", color="0.4", label=r"weight mode at $p^*$: $\alpha = 1/p^* - 1$")
+    ax.plot(one.c, one.alpha_known, "o-", color="C1", label="argmax Q, known weights")
     for i, g in enumerate(G_VALUES):
         cur = df[df.G == g]
-        axes[1].plot(cur.c, cur.alpha_corrected, "o-", color=f"C{2 + i}", label=f"argmax Q, corrected, G = {g}")
-        axes[1].plot(cur.c, cur.alpha_corrected_exact, "x--", color=f"C{2 + i}", label=f"  (exact Var(w)), G = {g}")
-    axes[1].fill_between([0.5, 1.0], 1.2, 1.45, color="C1", alpha=0.15, label="paper: 1.2-1.45 (known)")
-    axes[1].fill_between([0.5, 1.0], 1.05, 1.25, color="C2", alpha=0.15, label="paper: 1.05-1.25 (corrected)")
-    axes[1].set_ylim(0.8, 3.0)
-    axes[1].set_xlabel("signal slope c")
-    axes[1].set_ylabel(r"$\alpha$")
-    axes[1].legend(fontsize=6)
+        ax.plot(cur.c, cur.alpha_corrected, "o-", color=f"C{2 + i}", label=f"argmax Q, corrected, G = {g}")
+        ax.plot(cur.c, cur.alpha_corrected_exact, "x--", color=f"C{2 + i}", label=f"  (exact Var(w)), G = {g}")
+    paper_point(ax, 0.5, 1.2, label=r"paper, known weights: $\alpha \approx$ 1.2, 1.45")
+    paper_point(ax, 1.0, 1.45, label="_nolegend_")
+    paper_point(ax, 0.5, 1.05, marker="P", s=70, label=r"paper, corrected (G = 8-16): $\alpha \approx$ 1.05, 1.25")
+    paper_point(ax, 1.0, 1.25, marker="P", s=70, label="_nolegend_")
+    p5 = float(one.set_index("c").p_star[0.5])
+    paper_note(ax, "paper (Sec. 4.3): weight mode 1/(1+α) at p*\n"
+               f"(c = 0.5: p* = {p5:.3f}, α = {1 / p5 - 1:.3f})", [p5], loc="lower right")
+    ax.set_xlabel(r"signal slope c, $s(p) = e^{-cp}$")
+    ax.set_ylabel(r"Power exponent $\alpha$")
+    ax.set_ylim(bottom=0.55)
+    ax.legend(fontsize=6, loc="upper left")
     fig.tight_layout()
     return fig
 

@@ -13,7 +13,7 @@ import pandas as pd
 from rlvr_theory import masses
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
+from ._style import paper_hline, paper_point, subplots
 
 G = 8
 P = (0.3, 0.5)
@@ -27,16 +27,26 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(2, width=7.5, height=4.0)
+    fig, axes = subplots(2, width=7.5, height=4.2)
     for ax, (p, sub) in zip(axes, df.groupby("p")):
         x = np.arange(len(sub))
-        ax.bar(x - 0.2, sub.advantage_ratio, 0.4, label="plug-in (paper)")
-        ax.bar(x + 0.2, sub.advantage_ratio_exact, 0.4, label=f"exact, G = {G}")
-        ax.axhline(p / (1 - p), color="k", lw=0.8, ls=":", label="p/(1-p): sign-balanced")
-        ax.set_xticks(x, sub.advantage, rotation=75, fontsize=7)
+        ax.bar(x - 0.2, sub.advantage_ratio, 0.4, label=r"plug-in $m_S\,p/(m_F\,q)$ (the paper's $\rho$)")
+        ax.bar(x + 0.2, sub.advantage_ratio_exact, 0.4, label=f"exact at G = {G}")
+        paper_hline(ax, p / (1 - p), label=rf"paper: sign-balanced $\rho = p/(1-p)$ = {p / (1 - p):.3g}")
+        names = list(sub.advantage)
+        for name in ("grpo", "asym_grpo") if p == 0.3 else ("grpo",):
+            i = names.index(name)
+            paper_point(ax, i - 0.2, p / (1 - p), label="paper: GRPO" + (", AsymGRPO δ = 1" if p == 0.3 else "")
+                        if name == "grpo" else "_nolegend_")
+        ax.set_xticks(x, names, rotation=75, fontsize=7)
+        ax.set_xlim(-0.8, len(sub) - 0.2)
         ax.set_yscale("symlog", linthresh=0.1)
-        ax.set_title(f"advantage ratio rho at p = {p:g}")
-        ax.legend(fontsize=7)
+        ax.set_ylim(0, 60)
+        ax.set_title(f"advantage ratio at p = {p:g} (linear below 0.1, log above)", fontsize=10)
+        ax.set_ylabel(r"advantage ratio $\rho(p)$")
+        ax.legend(fontsize=7, loc="upper left", ncol=2)
+        ax.text(0.99, 0.97, r"families with $m_F = 0$ ($\rho = \infty$) left out", transform=ax.transAxes,
+                ha="right", va="top", fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -9,13 +9,15 @@ noise grows to v0·(1 + Var(w)/w²), which multiplies the threshold by (1 + ρ(p
 
 from __future__ import annotations
 
+import textwrap
+
 import numpy as np
 import pandas as pd
 
 from rlvr_theory import variance
 
 from ..registry import Claim, FigureSpec, register
-from ._style import plt
+from ._style import plt, tag_paper
 
 P = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 G_VALUES = (16, 8)
@@ -51,14 +53,25 @@ def _wide(df: pd.DataFrame) -> pd.DataFrame:
 def plot(df: pd.DataFrame):
     wide = _wide(df)
     cells = [[_cell(c, v, ".3f") for c, v in row.items()] for _, row in wide.iterrows()]
-    fig, ax = plt.subplots(figsize=(8.5, 0.3 * len(wide) + 1.6))
+    heads = [h.replace("inf", "∞").replace("easing G", "easing, G") for h in wide.columns]
+    heads[1] = "paper, G = ∞:\n" + r"$[2(1-p)]^2$"
+    fig, ax = plt.subplots(figsize=(8.0, 0.24 * (len(wide) + 2)))
     ax.axis("off")
-    tab = ax.table(cellText=cells, colLabels=list(wide.columns), loc="center", cellLoc="center")
+    tab = ax.table(cellText=cells, colLabels=heads, bbox=[0, 0, 1, 1], cellLoc="center")
     tab.auto_set_font_size(False)
     tab.set_fontsize(8)
-    tab.scale(1, 1.3)
-    ax.set_title("FADE Table 8 (regenerated): minimum s(p)/s(0.5) for alpha = 3 over GRPO", fontsize=10)
-    fig.text(0.02, 0.01, CAPTION, fontsize=6.5, wrap=True, va="bottom")
+    for (r, c), cell in tab.get_celld().items():
+        cell.set_edgecolor("0.6")
+        if r == 0:
+            cell.set_height(cell.get_height() * 2)
+            cell.set_text_props(weight="bold")
+        elif c == 1:  # the paper's rule, every row
+            cell.set_facecolor("0.9")
+            tag_paper(cell, [wide.iloc[r - 1, 1]])
+    ax.set_title(r"FADE Table 8 (regenerated): minimum $s(p)/s(0.5)$ for $\alpha$ = 3 to beat GRPO", fontsize=10)
+    note = ax.text(0, -0.03, textwrap.fill(CAPTION + "  Grey: the paper's G = ∞ column.", 140), fontsize=6.5,
+                   transform=ax.transAxes, va="top")
+    tag_paper(note, [0.0, 0.30])  # the paper's easing range at finite G: 0 to 30%
     return fig
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 from rlvr_theory import tail_miss
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
+from ._style import paper_note, paper_point, subplots
 
 MU, TAU = 0.5, 0.01
 N = np.unique(np.round(np.geomspace(1, 4096, 400))).astype(np.int64)
@@ -35,24 +35,35 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, (ax,) = subplots(1, width=5.2)
-    styles = {"active": dict(ls="--", color="C0", label=r"active $\Pr(\mathcal{A}_N)$"),
-              "coverage_factor": dict(ls=":", color="C2", label=r"coverage $(1-\tau)^N$"),
-              "tail_miss": dict(ls="-", color="C3", lw=2, label=r"tail miss $\Pr(\mathcal{B}_\tau)$")}
+    fig, (ax,) = subplots(1, width=5.6, height=3.6)
+    styles = {"tail_miss": dict(ls="-", color="C3", lw=2.4, zorder=2, label=r"tail miss $\Pr(\mathcal{B}_\tau)$"),
+              "active": dict(ls="--", color="C0", lw=1.4, zorder=3, label=r"active $\Pr(\mathcal{A}_N)$"),
+              "coverage_factor": dict(ls=":", color="C2", lw=1.8, zorder=3, label=r"coverage $(1-\tau)^N$")}
     for name, kw in styles.items():
         cur = df[df.series == name]
         ax.plot(cur.N, cur.value, **kw)
     tm = df[df.series == "tail_miss"].set_index("N").value
-    ax.plot(list(MARKED), [tm.loc[n] for n in MARKED], "o", color="C3", ms=5)
+    ax.plot(list(MARKED), [tm.loc[n] for n in MARKED], "o", color="C3", ms=5, zorder=5,
+            label="N = 2, 8, 32 (paper's sizes)")
     for n in MARKED:
-        ax.annotate(f"N={n}", (n, tm.loc[n]), textcoords="offset points", xytext=(4, -12), fontsize=7)
+        ax.annotate(f"N = {n}", (n, tm.loc[n]), textcoords="offset points", xytext=(5, -12), fontsize=7)
     pk = df[df.series == "peak"].iloc[0]
-    ax.plot([pk.N], [pk.value], "*", color="k", ms=12, label=f"peak N* = {int(pk.N)}")
+    ax.plot([pk.N], [pk.value], "D", color="C3", mec="k", ms=7, zorder=5, label=f"our peak N* = {int(pk.N)}")
+    n_max = int(tm.index.max())
+    paper_point(ax, 1, 0.0, label=r"paper: $\Pr(\mathcal{B}_\tau)$ = 0 (N = 1, N $\to\infty$)")
+    paper_point(ax, n_max, 0.0, label="_nolegend_")
+    paper_point(ax, 2, 0.5, marker="P", s=70, label=r"paper: $\Pr(\mathcal{A}_2)$ = 1/2, $\Pr(\mathcal{A}_N) \to 1$")
+    paper_point(ax, n_max, 1.0, marker="P", s=70, label="_nolegend_")
+    paper_note(ax, r"paper (Fig. 1a, Sec. 3.1): $\Pr(\mathcal{B}_\tau)$" "\npeaks at an intermediate N", [1.0],
+               loc="lower left", bbox_to_anchor=(0.13, 0.2), bbox_transform=ax.transAxes)
+    ax.text(0.14, 0.04, "curves overlap: tail miss = active for small N,\nand = coverage once active ≈ 1",
+            fontsize=6.5, color="0.3", transform=ax.transAxes)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("group size N")
     ax.set_ylabel("probability")
-    ax.set_title(rf"$\mu$ = {MU:g}, $\tau$ = {TAU:g} ($\rho$ = {TAU / MU:g})")
-    ax.legend(fontsize=7)
+    ax.set_ylim(-0.04, 1.06)
+    ax.set_title(rf"$\mu$ = {MU:g}, $\tau$ = {TAU:g} ($\rho = \tau/\mu$ = {TAU / MU:g})", fontsize=10)
+    ax.legend(fontsize=6.5, loc="upper right", bbox_to_anchor=(1.0, 0.91))
     fig.tight_layout()
     return fig
 

@@ -14,7 +14,7 @@ import pandas as pd
 from rlvr_theory import tail_miss
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
+from ._style import paper_hline, paper_point, paper_vline, subplots
 
 MU, TAU = 0.64, 6.3e-5
 SWEEP = 2 ** np.arange(0, 18)
@@ -32,23 +32,32 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(2, width=4.8)
+    fig, axes = subplots(2, width=4.8, height=3.6)
     d, s, p = (df[df.grid == g] for g in ("dense", "sweep", "peak"))
     for ax, scale in zip(axes, ("linear", "log")):
         ax.plot(d.N, d.active, ls="--", color="C0", label=r"active $\Pr(\mathcal{A}_N)$")
         ax.plot(d.N, d.tail_miss, color="C3", lw=2, label=r"tail miss $\Pr(\mathcal{B}_\tau)$")
-        ax.plot(s.N, s.tail_miss, "o", color="C3", ms=4, label="simulation sweep N = 2^k")
-        ax.plot(p.N, p.tail_miss, "*", color="k", ms=12, label=f"peak N* = {int(p.N.iloc[0])}")
-        ax.axvline(2**15, color="gray", lw=0.8, ls=":")
+        ax.plot(s.N, s.tail_miss, "o", color="C3", ms=4, label=r"simulation sweep N = $2^k$")
+        ax.plot(p.N, p.tail_miss, "D", color="C3", mec="k", ms=6, label=f"our peak N* = {int(p.N.iloc[0])}")
+        paper_vline(ax, 2**15, values=[15.0], label=r"paper: declines from N ≈ $2^{15}$")
         ax.set_xscale("log", base=2)
         ax.set_yscale(scale)
         ax.set_xlabel("group size N")
-    axes[1].axhline(1e-3, color="gray", lw=0.8, ls="--")
-    axes[1].set_ylim(1e-4, 1.5)
-    axes[0].set_ylabel("probability")
-    axes[0].set_title(rf"$\mu_{{pos}}$ = {MU:g}, $\tau$ = {TAU:g}")
-    axes[1].set_title("log scale (dashed: 1e-3)")
-    axes[0].legend(fontsize=7, loc="center left")
+    left, right = axes
+    paper_point(left, 1, 0.0, label=r"paper: 0 at N = 1 and < $10^{-3}$ at $2^{17}$")
+    paper_point(left, 2**17, 0.0, label="_nolegend_")
+    paper_hline(left, 1.0, xmin=2**3, xmax=2**10, lw=2.2, label=r"paper: plateau near 1 for N = $2^3$–$2^{10}$")
+    paper_hline(right, 1e-3, xmin=2**16, xmax=2**17, lw=2.2, values=[1e-3],
+                label=r"paper: < $10^{-3}$ at N = $2^{17}$")
+    right.set_ylim(1e-4, 1.5)
+    right.set_xlim(left.get_xlim())
+    right.text(2.3, 1.3e-4, "N = 1: 0, off the\nlog axis", fontsize=6.5, color="0.3")
+    left.set_ylim(-0.04, 1.08)
+    left.set_ylabel("probability")
+    left.set_title(rf"$\mu_{{pos}}$ = {MU:g}, $\tau$ = {TAU:g}")
+    right.set_title("same, log scale")
+    left.legend(fontsize=6.5, loc="lower center", bbox_to_anchor=(0.45, 0.04))
+    right.legend(fontsize=6.5, loc="lower center", bbox_to_anchor=(0.56, 0.04))
     fig.tight_layout()
     return fig
 

@@ -5,8 +5,8 @@ For the High / Mid / Low similarity Siamese embeddings: feature specificity
 logit-gradient Gram matrix of the linear softmax head, ``λ/ρ``, ``η = ρ/λ``, and the
 coupling ratio ``R`` of Cor. 2.2 (App. F form) for a batch of ``G`` labels sampled at
 ``q = Persian`` with frequencies Cat 5/8, Persian 2/8, Dog 1/8 (Cat and Persian correct,
-GRPO-normalised advantages, ``o' = Cat``).  Left: ``ρ`` and ``λ/ρ``, ours next to the
-paper's printed values; right: ``R`` versus ``G``.
+GRPO-normalised advantages, ``o' = Cat``).  Left: ``ρ`` and ``λ/ρ``, ours as bars, the
+paper's printed values as stars; right: ``R`` versus ``G``.
 
 The paper prints ``λ = 0.8775``; ``‖[0.75, 0.5, 0.25, 0.1]‖² = 0.885``.  Its ratios
 1.38 / 1.57 / 1.72 are ``0.8775/ρ``; ours are 1.394 / 1.580 / 1.735 (see docs/sharpening.md).
@@ -20,7 +20,7 @@ import pandas as pd
 from rlvr_theory import sharpening as sh
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
+from ._style import paper_note, paper_point, subplots
 
 LEVELS = ("High", "Mid", "Low")
 #: App. G as printed: λ (same for all levels), ρ and λ/ρ per level
@@ -50,29 +50,35 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, (ax, ax2) = subplots(2, width=4.8)
+    fig, (ax, ax2) = subplots(2, width=4.8, height=3.6)
     t = df[df.G == G_VALUES[0]].set_index("similarity").loc[list(LEVELS)]
     x = np.arange(len(LEVELS))
-    ax.bar(x - 0.3, t.rho, 0.2, color="C0", label=r"$\rho$ ours")
-    ax.bar(x - 0.1, t.rho_paper, 0.2, color="C0", alpha=0.45, label=r"$\rho$ paper")
-    ax.bar(x + 0.1, t.lambda_over_rho, 0.2, color="C1", label=rf"$\lambda/\rho$ ours ($\lambda$ = {t['lambda'].iloc[0]:.4g})")
-    ax.bar(x + 0.3, t.ratio_paper, 0.2, color="C1", alpha=0.45,
-           label=rf"$\lambda/\rho$ paper ($\lambda$ = {t.lambda_paper.iloc[0]:.4g})")
-    for xi, (r, q) in enumerate(zip(t.lambda_over_rho, t.ratio_paper)):
-        ax.text(xi + 0.1, r + 0.03, f"{r:.3f}", ha="center", fontsize=6)
-        ax.text(xi + 0.3, q + 0.03, f"{q:.2f}", ha="center", fontsize=6)
+    ax.bar(x - 0.18, t.rho, 0.34, color="C0", label=r"$\rho = e_{Persian}^\top e_{Siamese}$ (ours)")
+    ax.bar(x + 0.18, t.lambda_over_rho, 0.34, color="C1",
+           label=rf"$\lambda/\rho$ (ours, $\lambda$ = {t['lambda'].iloc[0]:.4g})")
+    for xi, (r, q, lr, lq) in enumerate(zip(t.rho, t.rho_paper, t.lambda_over_rho, t.ratio_paper)):
+        paper_point(ax, xi - 0.18, q, label=rf"paper (printed $\lambda$ = {t.lambda_paper.iloc[0]:.4g})" if xi == 0
+                    else "_nolegend_")
+        paper_point(ax, xi + 0.18, lq, label="_nolegend_")
+        ax.text(xi - 0.18, max(r, q) + 0.06, f"{r:.3g}\n({q:.3g})", ha="center", fontsize=6.5)
+        ax.text(xi + 0.18, max(lr, lq) + 0.06, f"{lr:.3f}\n({lq:.2f})", ha="center", fontsize=6.5)
+    paper_note(ax, "above the bars: ours (paper). λ/ρ rises High → Mid\n→ Low in both. The paper prints λ = 0.8775 and\n"
+               r"λ/ρ = 0.8775/ρ; ours: λ = $\|e_{Persian}\|^2$ = 0.885", [1.0, PAPER["lambda"]], loc="upper left")
     ax.set_xticks(x, [f"{s} similarity" for s in LEVELS])
+    ax.set_ylabel(r"$\rho$ and $\lambda/\rho$ (App. G)")
     ax.set_title("App. G: Persian vs Siamese kernel")
-    ax.legend(fontsize=6, loc="upper left")
-    ax.set_ylim(0, 2.3)
-    for i, s in enumerate(LEVELS):
+    ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(0.0, 0.8))
+    ax.set_ylim(0, 2.9)
+    for i, (s, marker) in enumerate(zip(LEVELS, "os^")):
         cur = df[df.similarity == s]
-        ax2.plot(cur.G, cur.R, "o-", color=f"C{i}", label=rf"{s} ($\lambda/\rho$ = {cur.lambda_over_rho.iloc[0]:.3f})")
+        ax2.plot(cur.G, cur.R, "-", marker=marker, color=f"C{i + 2}",
+                 label=rf"{s} similarity ($\lambda/\rho$ = {cur.lambda_over_rho.iloc[0]:.3f})")
     ax2.set_xticks(G_VALUES)
     ax2.set_xlabel("group size G (labels Cat:Persian:Dog = 5:2:1)")
     ax2.set_ylabel(r"coupling ratio $\mathcal{R}$ (Cor. 2.2, o' = Cat)")
     ax2.set_title("seen vs unseen mode at q' = Siamese")
-    ax2.legend(fontsize=7)
+    ax2.legend(fontsize=7, loc="upper left", title="no paper values for R; lines nearly overlap",
+               title_fontsize=6.5)
     fig.tight_layout()
     return fig
 

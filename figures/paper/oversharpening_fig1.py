@@ -6,11 +6,12 @@ sizes G, Persian-only training, from :func:`simulations.linear_head.simulate_toy
 from __future__ import annotations
 
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from simulations import linear_head as lh
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
+from ._style import paper_note, subplots
 
 ADVANTAGES = {"raw": "reinforce", "mean-shifted": "dr_grpo", "normalised": "grpo", "RLOO": "rloo",
               "REINFORCE++": "reinforce_pp"}
@@ -28,17 +29,28 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(len(ADVANTAGES), width=3.6)
+    fig, axes = subplots(len(ADVANTAGES), width=3.6, height=3.8)
+    gs = sorted(df.G.unique())
+    proxies = [Line2D([], [], color=f"C{i}", label=f"G = {g}") for i, g in enumerate(gs)]
+    proxies += [Line2D([], [], color="0.3", label=r"solid: $\pi$(Cat | Persian)"),
+                Line2D([], [], color="0.3", ls="--", label=r"dashed: $\pi$(Persian | Persian)")]
+    notes = {"raw": f"paper (Sec. 2.4, Fig. 1): collapses onto one label\n(winner share → 1; ours, {SEEDS}-seed mean "
+                    f"{_share(df, 'raw'):.2f}),\nmore aggressively than mean-shifted",
+             "normalised": "paper (Sec. 2.4): slower than mean-shifted;\nnot reproduced with sum-over-group SGD "
+                           "\n(the std division enlarges the step)"}
     for ax, (panel, sub) in zip(axes, df.groupby("panel", sort=False)):
         one = sub[sub.seed == 0]
-        for i, (g, cur) in enumerate(one.groupby("G")):
-            ax.plot(cur.step, cur.p_cat, color=f"C{i}", label=f"Cat, G={g}")
-            ax.plot(cur.step, cur.p_persian, color=f"C{i}", ls="--", label=f"Persian, G={g}")
+        for g, cur in one.groupby("G"):
+            ax.plot(cur.step, cur.p_cat, color=f"C{gs.index(g)}")
+            ax.plot(cur.step, cur.p_persian, color=f"C{gs.index(g)}", ls="--")
         ax.set_title(f"{panel} (seed 0)")
         ax.set_xlabel("step")
         ax.set_ylim(0, 1)
-    axes[0].set_ylabel("probability at the Persian input")
-    axes[0].legend(fontsize=6)
+        ax.legend(handles=proxies, fontsize=6.5, loc="center right", bbox_to_anchor=(1.0, 0.52))
+        if panel in notes:
+            paper_note(ax, notes[panel], [1.0], loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                       bbox_transform=ax.transAxes, fontsize=6.5)
+    axes[0].set_ylabel(r"probability $\pi(\cdot\,|\,$Persian$)$")
     fig.tight_layout()
     return fig
 

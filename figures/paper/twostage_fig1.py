@@ -19,7 +19,7 @@ import pandas as pd
 from simulations import toys
 
 from ..registry import Claim, FigureSpec, register
-from ._style import plt
+from ._style import paper_note, paper_point, plt
 
 COLUMNS = ["setting", "N", "temperature", "seed", "step", "action", "prob", "entropy"]
 
@@ -30,13 +30,44 @@ def toy_data(name: str, **kw) -> pd.DataFrame:
     return traj[COLUMNS]
 
 
-def panel(ax, df: pd.DataFrame, title: str) -> None:
-    """Mean over seeds (thick) and every seed (thin) of ``π(a)`` for each action."""
-    for i, (a, cur) in enumerate(df.groupby("action", sort=False)):
+CROSS_STYLE = {"color": "0.3", "ls": "--", "lw": 0.9, "zorder": 3}
+
+
+def panel(ax, df: pd.DataFrame, title: str, cross: tuple[str, str] | None = ("a1", "a2")) -> None:
+    """Mean over seeds (thick) and every seed (thin) of ``π(a)`` for each action; with ``cross``
+    (``df`` one run setting), a dashed line at the median step where ``cross[1]`` overtakes
+    ``cross[0]`` (ours), labelled with that step."""
+    for i, (_, cur) in enumerate(df.groupby("action", sort=False)):
         wide = cur.pivot(index="step", columns="seed", values="prob")
         ax.plot(wide.index, wide.to_numpy(), color=f"C{i}", lw=0.5, alpha=0.25)
-        ax.plot(wide.index, wide.mean(axis=1), color=f"C{i}", lw=2, label=rf"$\pi$({a})")
+        ax.plot(wide.index, wide.mean(axis=1), color=f"C{i}", lw=2)
+    if cross is not None:
+        row = stage_table(df, *cross).iloc[0]
+        if np.isfinite(row.t_cross):
+            ax.axvline(row.t_cross, **CROSS_STYLE)
+            ax.annotate(f"{row.t_cross:g}", (row.t_cross, 0.5), xytext=(2, 0), textcoords="offset points", fontsize=7,
+                        color="0.2", bbox={"fc": "white", "ec": "none", "alpha": 0.8, "pad": 0.2})
+        else:
+            a, b = (rf"$a_{c[1:]}$" for c in cross)
+            ax.text(0.97, 0.3, f"{b} overtakes {a} in {int(row.crossed)} of {df.seed.nunique()} seeds\n(median step: never)",
+                    transform=ax.transAxes, ha="right", fontsize=7, color="0.2")
     ax.set(title=title, xlabel="step", ylim=(-0.02, 1.02))
+
+
+def legend(fig, labels: list[str], cross: str | None = r"ours: median step where $a_2$ overtakes $a_1$",
+           paper_label: str | None = None, ncol: int = 4, extra: list | None = None) -> None:
+    """One legend below the panels: the colour of each action (``labels`` in the order of
+    :func:`panel`), thick/thin lines, the crossing line, the paper marks and ``extra`` handles."""
+    from matplotlib.lines import Line2D
+
+    h = [Line2D([], [], color=f"C{i}", lw=2, label=lab) for i, lab in enumerate(labels)]
+    h += [Line2D([], [], color="0.3", lw=2, label="thick: mean of seeds"),
+          Line2D([], [], color="0.3", lw=0.5, alpha=0.6, label="thin: one seed each")]
+    if cross is not None:
+        h.append(Line2D([], [], **CROSS_STYLE, label=cross))
+    if paper_label is not None:
+        h.append(Line2D([], [], marker="*", ms=10, color="black", ls="none", label=paper_label))
+    fig.legend(handles=h + (extra or []), loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
 
 
 def stage_table(df: pd.DataFrame, first: str = "a1", second: str = "a2") -> pd.DataFrame:
@@ -59,17 +90,38 @@ def data() -> pd.DataFrame:
     return toy_data("twostage-fig1", record_every=10)
 
 
+def _title(label: str) -> str:
+    """Panel title of a setting label ``pi(a2)=0.05`` / ``r(a1)=0.2``."""
+    v = label.split("=")[1]
+    if label.startswith("pi"):
+        return rf"$\pi_0(a_2) = {v}$, $r = (0.5, 1, 0)$"
+    return rf"$r(a_1) = {v}$, $\pi_0 = (0.3, 0.01, 0.69)$"
+
+
 def plot(df: pd.DataFrame):
     labels = list(dict.fromkeys(df.setting))
-    fig, axes = plt.subplots(2, 3, figsize=(12.6, 6.8), squeeze=False)
+    fig, axes = plt.subplots(2, 3, figsize=(12.6, 7.2), sharex=True, sharey=True, layout="constrained")
     for ax, lab in zip(axes.ravel(), labels):
         ax.grid(alpha=0.3)
-        panel(ax, df[df.setting == lab], lab + (r", r = (0.5, 1, 0)" if lab.startswith("pi") else r", $\pi_0$ = (0.3, 0.01, 0.69)"))
-    axes[0, 0].set_ylabel("probability (top: same rewards)")
-    axes[1, 0].set_ylabel("probability (bottom: same initial policy)")
-    axes[0, 0].legend(fontsize=7)
-    fig.suptitle("Two-Stage Fig. 1: two-stage dynamic (G = 2, Adam, lr 0.1; thick: mean of seeds)", fontsize=10)
-    fig.tight_layout()
+        panel(ax, df[df.setting == lab], _title(lab))
+    for ax in axes.ravel():
+        ax.set_ylabel(r"probability $\pi(a)$")
+        ax.label_outer()
+    base = axes[0, 1]  # pi0(a2) = 0.01, r = (0.5, 1, 0): the setting of every claim
+    paper_point(base, 0, 0.3, label="_nolegend_")
+    paper_note(base, "paper (Sec. 3.2, Remarks 2-3):\n"
+               "two stages in every run (fraction 1):\n"
+               r"$\pi(a_1)$ peaks before $a_2$ overtakes it (1),"
+               "\n" r"$\pi(a_3)$ only falls (1), $\pi(a_2)/\pi_0(a_2) \approx 1$"
+               "\n" r"while $\pi(a_1) < 0.9$", [1.0, 1.0, 1.0, 1.0], loc="center right")
+    paper_note(axes[0, 2], "paper (Theorem 1, Remark 3):\n"
+               r"smaller $\pi_0(a_2)$, later crossing (1 = yes)", [1.0], loc="center right")
+    paper_note(axes[1, 0], "paper (Theorem 1):\n"
+               r"larger $r(a_2) - r(a_1)$, earlier crossing (1 = yes)", [1.0], loc="center right")
+    legend(fig, [r"$\pi(a_1)$: explored, rewarded", r"$\pi(a_2)$: rare, reward 1", r"$\pi(a_3)$: reward 0"],
+           paper_label=r"paper: $\pi_0(a_1) = 0.3$")
+    fig.suptitle("Two-Stage Fig. 1: two-stage dynamic (G = 2, Adam, lr 0.1); top: initial policy, bottom: rewards",
+                 fontsize=10)
     return fig
 
 

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
-from .twostage_fig1 import panel, stage_table, toy_data
+from ._style import paper_note, paper_point, subplots
+from .twostage_fig1 import legend, panel, stage_table, toy_data
 
 GS = (2, 3, 5, 10)
 
@@ -24,13 +24,19 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(len(GS), width=3.6)
+    fig, axes = subplots(len(GS), width=3.6, height=3.6, sharey=True, layout="constrained")
+    t = stage_table(df).droplevel("setting")
     for ax, G in zip(axes, GS):
         panel(ax, df[df.N == G], f"G = {G}")
-    axes[0].set_ylabel("probability")
-    axes[0].legend(fontsize=7)
+        ax.set_title(f"G = {G}\n" rf"std over seeds: $\pi(a_1)$ {seed_spread(df, G):.3f}, crossing step "
+                     f"{t.t_cross_std[G]:.0f}", fontsize=9)
+        paper_point(ax, 0, 0.3, label="_nolegend_")
+    axes[0].set_ylabel(r"probability $\pi(a)$")
+    paper_note(axes[-1], "paper (App. C.4):\ntwo stages at every G\n(fraction of seeds 1);\n"
+               "larger G more stable:\nsmaller seed std (1 = yes)", [1.0, 1.0, 1.0], loc="center right")
+    legend(fig, [r"$\pi(a_1)$, $r = 0.5$", r"$\pi(a_2)$, $r = 1$", r"$\pi(a_3)$, $r = 0$"],
+           paper_label=r"paper: $\pi_0(a_1) = 0.3$ at every G")
     fig.suptitle(r"Two-Stage Fig. 5: group sizes ($\pi_0$ = (0.3, 0.01, 0.69), r = (0.5, 1, 0), Adam, lr 0.1)", fontsize=10)
-    fig.tight_layout()
     return fig
 
 

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
-from .twostage_fig1 import panel, stage_table, toy_data
+from ._style import paper_note, paper_point, subplots
+from .twostage_fig1 import legend, panel, stage_table, toy_data
 
 TS = (1.0, 2.0, 5.0, 20.0)
 
@@ -26,19 +26,29 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(len(TS) + 1, width=3.4)
+    fig, axes = subplots(len(TS) + 1, width=3.4, height=3.6, layout="constrained")
+    t = stage_table(df).droplevel("N")
     for ax, T in zip(axes, TS):
-        panel(ax, df[df.temperature == T], f"temperature {T:g}")
+        panel(ax, df[df.temperature == T], "")
+        ax.set_title(f"T = {T:g}\n" rf"median $\pi(a_1)$ peak at step {t.t_peak[f'T={T:g}']:g}", fontsize=9)
+        paper_point(ax, 0, 0.3, label="_nolegend_")
+        if T != TS[0]:
+            ax.tick_params(labelleft=False)
+    axes[0].set_ylabel(r"probability $\pi(a)$")
+    paper_note(axes[0], "paper (App. C.4): " r"$\pi_0$ held constant," "\n"
+               r"max $|\pi_0(a_1) - 0.3| = 0$;" "\ntwo stages at T = 1, 2, 5\n(fraction of seeds 1)",
+               [0.0, 1.0], loc="center right")
     ent = df[df.action == "a1"].groupby(["temperature", "step"]).entropy.mean()
+    hmin = df[df.action == "a1"].groupby(["temperature", "seed"]).entropy.min().groupby("temperature").median()
     for i, T in enumerate(TS):
-        axes[-1].plot(ent[T].index, ent[T].to_numpy(), color=f"C{i + 3}", label=f"T = {T:g}")
-    axes[-1].set(title="entropy of softmax(z/T), mean of seeds", xlabel="step", yscale="log")
-    axes[-1].legend(fontsize=7)
-    axes[0].set_ylabel("probability")
-    axes[0].legend(fontsize=7)
+        axes[-1].plot(ent[T].index, ent[T].to_numpy(), color=f"C{i + 3}", label=f"entropy, T = {T:g} (median min {hmin[T]:.2g})")
+    axes[-1].set(xlabel="step", ylabel="entropy (nats)", yscale="log")
+    axes[-1].set_title("entropy of softmax(z/T)\nmean of seeds", fontsize=9)
+    paper_note(axes[-1], "paper (App. C.4): higher T keeps\nmore entropy (1 = yes)", [1.0], loc="upper right")
+    legend(fig, [r"$\pi(a_1)$, $r = 0.5$", r"$\pi(a_2)$, $r = 1$", r"$\pi(a_3)$, $r = 0$"],
+           paper_label=r"paper: $\pi_0(a_1) = 0.3$ at every T", ncol=5, extra=axes[-1].get_legend_handles_labels()[0])
     fig.suptitle(r"Two-Stage Fig. 6: temperatures ($\pi_0$ = (0.3, 0.01, 0.69) at every T, r = (0.5, 1, 0), G = 2, Adam, lr 0.1)",
                  fontsize=10)
-    fig.tight_layout()
     return fig
 
 

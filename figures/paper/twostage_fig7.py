@@ -15,8 +15,8 @@ import pandas as pd
 from simulations import toys
 
 from ..registry import Claim, FigureSpec, register
-from ._style import subplots
-from .twostage_fig1 import mean_prob, panel, toy_data
+from ._style import paper_note, subplots
+from .twostage_fig1 import CROSS_STYLE, legend, mean_prob, panel, stage_table, toy_data
 
 SETTING = "four actions"
 
@@ -26,17 +26,29 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(2, width=4.8)
-    panel(axes[0], df, "four actions, r = (0.4, 0.7, 1, 0)")
-    axes[0].set_ylabel("probability")
-    axes[0].legend(fontsize=7)
+    from matplotlib.lines import Line2D
+
+    fig, axes = subplots(2, width=4.8, height=3.8, sharey=True, layout="constrained")
+    panel(axes[0], df, "all seeds, r = (0.4, 0.7, 1, 0)", cross=None)
+    lines = []
+    for (a, b), ls in ((("a1", "a2"), "--"), (("a2", "a3"), "-.")):
+        t = float(stage_table(df, a, b).t_cross.iloc[0])
+        axes[0].axvline(t, **{**CROSS_STYLE, "ls": ls})
+        lines.append(Line2D([], [], **{**CROSS_STYLE, "ls": ls},
+                            label=rf"ours: median step where $a_{b[1]}$ overtakes $a_{a[1]}$ ({t:g})"))
+    axes[0].set_ylabel(r"probability $\pi(a)$")
+    paper_note(axes[0], "paper (App. C.4):\n"
+               r"$E\,\Delta z(a_{min}) < 0$: $\pi(a_4)$ only falls (1 = yes)" "\n"
+               r"$E\,\Delta z(a_{max}) \geq 0$: $\pi(a_3)$ ends higher (1 = yes)" "\n"
+               r"two stages of $a_1$ and of $a_2$" "\n(fraction of seeds 1)", [1.0, 1.0, 1.0, 1.0], loc="lower right", borderpad=1.1, fontsize=6.5)
     st = toys.stages(df, "a2", "a3")
     k = int(st[st.two_stage].seed.min()) if st.two_stage.any() else 0  # first seed showing both stages of a2
-    for i, (a, cur) in enumerate(df[df.seed == k].groupby("action", sort=False)):
-        axes[1].plot(cur.step, cur.prob, color=f"C{i}", label=rf"$\pi$({a})")
-    axes[1].set(title=f"seed {k} (first seed where a2 rises, then falls)", xlabel="step", ylim=(-0.02, 1.02))
+    for i, (_, cur) in enumerate(df[df.seed == k].groupby("action", sort=False)):
+        axes[1].plot(cur.step, cur.prob, color=f"C{i}", lw=1.5)
+    axes[1].set(title=f"seed {k} (first seed where $a_2$ rises, then falls)", xlabel="step", ylim=(-0.02, 1.02))
+    legend(fig, [r"$\pi(a_1)$, $r = 0.4$", r"$\pi(a_2)$, $r = 0.7$", r"$\pi(a_3) = \pi(a_{max})$, $r = 1$",
+                 r"$\pi(a_4) = \pi(a_{min})$, $r = 0$"], cross=None, ncol=3, extra=lines)
     fig.suptitle(r"Two-Stage Fig. 7: four actions ($\pi_0$ = (0.3, 0.05, 0.01, 0.64), G = 2, Adam, lr 0.1)", fontsize=10)
-    fig.tight_layout()
     return fig
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import figures
 from figures import cli, registry
+from tests.figures.test_paper_marks import unmarked_claims
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "docs" / "reproduction.md"
@@ -39,6 +40,7 @@ def test_check_all_writes_figures_claims_and_keeps_the_committed_table(tmp_path,
         assert len(c) > 0 and (c.status != "fail").all(), c[c.status == "fail"]
         assert (c.passed | (c.note != "")).all()
         n_claims += len(c)
+        assert unmarked_claims(tmp_path, name) == [], f"{name}: paper numbers not drawn on the figure"
         for claim in c.claim:  # every claim of every figure is a row of the table
             assert claim.replace("|", "\\|") in text
         frames.append(c.assign(figure=name, **{k: pd.to_numeric(c[k], errors="coerce") for k in ("paper", "ours")}))
