@@ -29,6 +29,10 @@ Mass changes:
 * :func:`delta_q_pos` — ``ΔQ_pos`` of the total correct mass (F-GRPO Eq. 8);
   :func:`delta_q_unsampled_pos` — ``ΔQ_u,pos`` of the unsampled correct mass
   (F-GRPO Prop. 3.2, Eq. 13, App. D-E), both with their terms;
+* :func:`conditional_sampled_mass` — ``E[P_pos | X = k]``, ``E[P_neg | X = k]`` and
+  ``E[S_R | X = k]`` in closed form (F-GRPO App. B, Lemma B.1, Eq. 17-19), and
+  :func:`conditional_sampled_mass_differences` — their steps from ``k`` to ``k + 1``, whose signs
+  are the monotonicity of Lemma B.1 and Cor. B.2 (the motivation of the focal weight, Sec. 4);
 * :func:`exact_probability_change`, :func:`exact_subset_mass_change` — the exact change
   ``softmax(z + Δz) − softmax(z)``, computed as ``p_i·expm1(Δz_i − Δlse)`` with
   ``Δlse = log Σ_j p_j e^{Δz_j}``, so that it keeps full relative precision for tiny steps
@@ -86,6 +90,9 @@ __all__ = [
     "delta_q_pos",
     "QUnsampledPosChange",
     "delta_q_unsampled_pos",
+    "ConditionalSampledMass",
+    "conditional_sampled_mass",
+    "conditional_sampled_mass_differences",
 ]
 
 
@@ -612,3 +619,191 @@ def delta_q_unsampled_pos(z: Any, correct: Any, counts: Any, eta: Any,
     direct = -k * m.S_R * m.U_pos2
     coupling = -k * m.Q_u_pos * ((rc - m.S_R) * m.A2 + (rw - m.S_R) * m.B2 - m.S_R * (m.U_pos2 + m.U_neg2))
     return QUnsampledPosChange(direct + coupling, direct, coupling)
+
+
+# --------------------------------------------------- F-GRPO App. B
+class ConditionalSampledMass(NamedTuple):
+    """Conditional expectations of the distinct sampled masses given ``X = k`` correct draws
+    (F-GRPO App. B), or their steps from ``k`` to ``k + 1``; arrays of one shape.
+
+    ``k``: the number of correct draws; ``P_pos``: ``E[P_pos | X = k]`` (Eq. 18); ``P_neg``:
+    ``E[P_neg | X = k]`` (Eq. 19); ``S_R``: ``E[S_R | X = k] = R_c·P_pos + R_w·P_neg`` (Eq. 17).
+    """
+
+    k: np.ndarray
+    P_pos: np.ndarray
+    P_neg: np.ndarray
+    S_R: np.ndarray
+
+
+def _conditional_parts(z: Any, correct: Any, N: Any, reward_values: Any
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, float, float]:
+    """``(π, q, c, N, R_w, R_c)``: the probabilities, each action's probability within its own
+    class (``q_pos = π/μ_pos`` on correct actions, ``q_neg = π/(1 − μ_pos)`` on incorrect ones)
+    and the checked arguments."""
+    logp = log_softmax(z)
+    c = _check_mask("correct", correct, logp.shape)
+    logp, c = np.broadcast_arrays(logp, c)
+    N = checks.integer("N", N, low=1)
+    rw, rc = _check_rv(reward_values)
+    with np.errstate(divide="ignore", invalid="ignore"):   # an empty class: log μ = −inf, never used
+        log_mu_pos = special.logsumexp(np.where(c, logp, -np.inf), axis=-1, keepdims=True)
+        log_mu_neg = special.logsumexp(np.where(c, -np.inf, logp), axis=-1, keepdims=True)
+        q = np.where(c, np.exp(logp - log_mu_pos), np.exp(logp - log_mu_neg))
+    q = np.where(np.isfinite(q), np.minimum(q, 1.0), 0.0)
+    return np.exp(logp), q, c, N, rw, rc
+
+
+def conditional_sampled_mass(z: Any, correct: Any, N: int, k: Any = None,
+                             reward_values: Any = (0.0, 1.0)) -> ConditionalSampledMass:
+    """Expected distinct sampled correct / incorrect mass and baseline given ``X = k`` correct draws.
+
+    For ``N`` i.i.d. draws from ``π = softmax(z)``, ``X`` of them correct, ``A`` / ``B`` the sets
+    of *distinct* sampled correct / incorrect actions, ``P_pos = Σ_{o∈A} π(o)``,
+    ``P_neg = Σ_{o∈B} π(o)`` and the categorical baseline ``S_R = R_c·P_pos + R_w·P_neg``
+    (F-GRPO App. B Eq. 17; Sec. 2.3), F-GRPO Lemma B.1 gives, for ``k = 0, …, N``,
+
+    .. math::
+
+        E[P_{pos} | X = k] = \\sum_{o ∈ C} π(o)\\,(1 − (1 − q_{pos}(o))^k),  \\qquad
+        E[P_{neg} | X = k] = \\sum_{o ∉ C} π(o)\\,(1 − (1 − q_{neg}(o))^{N−k}),
+
+    with ``q_pos(o) = π(o)/μ_pos`` and ``q_neg(o) = π(o)/(1 − μ_pos)`` the distributions
+    within each class and ``μ_pos = Σ_{o∈C} π(o)`` (Eq. 18-19): given ``X = k`` the ``k``
+    correct draws are i.i.d. from ``q_pos``, and ``o`` is sampled unless all ``k`` miss it.
+
+    Parameters
+    ----------
+    z : array_like, shape (..., K)
+        Logits of the policy (finite); leading axes are a batch of configurations.
+    correct : array_like of bool, shape (..., K)
+        Which actions are correct (the set ``C``); broadcasts with ``z``.
+    N : int
+        Draws per group, ``N >= 1``.
+    k : array_like of int, optional
+        Numbers of correct draws, integers in ``[0, N]``.  ``None`` (default): every
+        ``k = 0, …, N`` on a new trailing axis.  Otherwise ``k`` broadcasts with the batch axes
+        ``z.shape[:-1]`` (e.g. one ``k`` per configuration).
+    reward_values : (float, float), optional
+        ``(R_w, R_c)``, the rewards of an incorrect and a correct draw (F-GRPO Eq. 1);
+        default ``(0, 1)``.
+
+    Returns
+    -------
+    ConditionalSampledMass
+        ``(k, P_pos, P_neg, S_R)``, arrays of shape ``z.shape[:-1] + (N + 1,)`` when ``k`` is
+        ``None``, else of the broadcast shape of ``z.shape[:-1]`` and ``k``.
+
+    Notes
+    -----
+    ``E[P_pos | X = k]`` is non-decreasing and ``E[P_neg | X = k]`` non-increasing in ``k``
+    (Lemma B.1), so ``E[S_R | X = k]`` is non-decreasing whenever ``R_w <= 0 <= R_c``
+    (Cor. B.2): a group with more correct draws has, in expectation, a larger baseline
+    ``S_R``, the regime ``S_R > 0`` in which unsampled correct mass drifts down (Prop. 3.2).
+    This is why the observable ``μ̂_pos = X/N`` serves as the proxy that the focal weight
+    ``(1 − μ̂_pos)^γ`` (Eq. 15) down-weights.  Cor. B.2 states the hypotheses ``R_c > R_w``
+    and ``R_w <= 0``; its proof uses ``R_c > 0``, and without it the claim fails (with one
+    correct and one incorrect action and ``(R_w, R_c) = (−1, −0.5)``, ``E[S_R | X = 1] <
+    E[S_R | X = 0]``): :func:`conditional_sampled_mass_differences` gives the signs exactly.
+
+    ``(1 − q)^k`` is evaluated as ``exp(k·log1p(−q))`` and ``1 − (1 − q)^k`` as
+    ``−expm1(k·log1p(−q))``, so rare actions (``q`` far below machine epsilon, ``K = 128,000``)
+    keep full relative precision (``≈ k·q``).  Configurations in which ``X = k`` is impossible
+    (no correct action and ``k > 0``, no incorrect one and ``k < N``) get the value of the
+    formula (an empty sum is 0).  Vectorised over the batch, ``k`` and the actions (memory
+    ``O(batch·len(k)·K)``).
+
+    References
+    ----------
+    F-GRPO (2026), App. B: Eq. 17, Lemma B.1 (Eq. 18-19), Corollary B.2; Sec. 4 (focal weight).
+
+    Examples
+    --------
+    One correct action of probability 0.2 and two incorrect ones (0.5, 0.3), ``N = 3``:
+
+    >>> from rlvr_theory import categorical
+    >>> z = np.log([0.2, 0.5, 0.3])
+    >>> m = categorical.conditional_sampled_mass(z, [True, False, False], N=3, reward_values=(-1, 1))
+    >>> m.k
+    array([0, 1, 2, 3])
+    >>> m.P_pos.round(6)          # the single correct action is sampled as soon as X >= 1
+    array([0. , 0.2, 0.2, 0.2])
+    >>> m.P_neg.round(6)          # q_neg = (0.625, 0.375): 0.5(1 − 0.375^(3−k)) + 0.3(1 − 0.625^(3−k))
+    array([0.700391, 0.6125  , 0.425   , 0.      ])
+    >>> m.S_R.round(6)            # non-decreasing: R_w = −1 <= 0 <= R_c = 1
+    array([-0.700391, -0.4125  , -0.225   ,  0.2     ])
+    >>> categorical.conditional_sampled_mass(z, [True, False, False], N=3, k=[0, 2]).P_neg.round(6)
+    array([0.700391, 0.425   ])
+    """
+    p, q, c, N, rw, rc = _conditional_parts(z, correct, N, reward_values)
+    batch = p.shape[:-1]
+    if k is None:
+        kk = np.broadcast_to(np.arange(N + 1), batch + (N + 1,))
+        pp, qq, cc = p[..., None, :], q[..., None, :], c[..., None, :]
+    else:
+        kk = checks.array("k", k, low=0, high=N, integer=True).astype(np.int64)
+        try:
+            shape = np.broadcast_shapes(batch, kk.shape)
+        except ValueError:
+            raise ValueError(f"k must broadcast with the batch shape {batch} of z, got shape {kk.shape}") from None
+        kk = np.broadcast_to(kk, shape)
+        pp, qq, cc = (np.broadcast_to(x, shape + (x.shape[-1],)) for x in (p, q, c))
+    draws = np.where(cc, kk[..., None], N - kk[..., None])          # k correct draws, N − k incorrect
+    hit = -np.expm1(special.xlog1py(draws, -qq))                     # Pr(o sampled | X = k)
+    P_pos = np.sum(np.where(cc, pp * hit, 0.0), axis=-1)
+    P_neg = np.sum(np.where(cc, 0.0, pp * hit), axis=-1)
+    return ConditionalSampledMass(np.array(kk), P_pos, P_neg, rc * P_pos + rw * P_neg)
+
+
+def conditional_sampled_mass_differences(z: Any, correct: Any, N: int,
+                                         reward_values: Any = (0.0, 1.0)) -> ConditionalSampledMass:
+    """Steps ``E[· | X = k + 1] − E[· | X = k]`` of :func:`conditional_sampled_mass`, ``k = 0, …, N − 1``,
+    in closed form (F-GRPO App. B, proofs of Lemma B.1 and Cor. B.2).
+
+    .. math::
+
+        ΔP_{pos}(k) = \\sum_{o ∈ C} π(o)\\,q_{pos}(o)\\,(1 − q_{pos}(o))^k \\ge 0,  \\qquad
+        ΔP_{neg}(k) = −\\sum_{o ∉ C} π(o)\\,q_{neg}(o)\\,(1 − q_{neg}(o))^{N−k−1} \\le 0,
+
+    and ``ΔS_R(k) = R_c·ΔP_pos(k) + R_w·ΔP_neg(k)``, which is ``>= 0`` for every ``k`` when
+    ``R_w <= 0 <= R_c`` (Cor. B.2).  Each step is a sum of terms of one sign, computed without
+    the cancellation of differencing :func:`conditional_sampled_mass`, so its sign is exact.
+
+    Parameters
+    ----------
+    z, correct, N, reward_values
+        As in :func:`conditional_sampled_mass`.
+
+    Returns
+    -------
+    ConditionalSampledMass
+        ``(k, P_pos, P_neg, S_R)`` holding ``k = 0, …, N − 1`` and the three steps, arrays of
+        shape ``z.shape[:-1] + (N,)``.
+
+    References
+    ----------
+    F-GRPO (2026), App. B, Lemma B.1 (the discrete difference in its proof) and Corollary B.2.
+
+    Examples
+    --------
+    With ``R_c < 0`` the baseline can fall although ``R_c > R_w`` and ``R_w <= 0``, the
+    hypotheses Cor. B.2 states (its proof uses ``R_c > 0``):
+
+    >>> from rlvr_theory import categorical
+    >>> z = np.log([0.4, 0.6])                    # one correct, one incorrect action
+    >>> d = categorical.conditional_sampled_mass_differences(z, [True, False], N=2, reward_values=(-1, -0.5))
+    >>> d.P_pos, d.P_neg
+    (array([0.4, 0. ]), array([-0. , -0.6]))
+    >>> d.S_R                                     # −0.5·0.4 < 0 at k = 0
+    array([-0.2,  0.6])
+    """
+    p, q, c, N, rw, rc = _conditional_parts(z, correct, N, reward_values)
+    k = np.arange(N)
+    pq = (p * q)[..., None, :]
+    cc = c[..., None, :]
+    left = np.where(cc, k[:, None], N - k[:, None] - 1)              # draws left that could miss o
+    term = pq * np.exp(special.xlog1py(left, -q[..., None, :]))
+    d_pos = np.sum(np.where(cc, term, 0.0), axis=-1)
+    d_neg = -np.sum(np.where(cc, 0.0, term), axis=-1)
+    kk = np.broadcast_to(k, d_pos.shape)
+    return ConditionalSampledMass(np.array(kk), d_pos, d_neg, rc * d_pos + rw * d_neg)

@@ -32,6 +32,11 @@ updated every step with that configuration's batch mean reward and mean entropy 
 advantages are computed, FADE Alg. 2).  Both lookups refuse an unknown name or parameter
 before any work starts.
 
+Distribution-level calibration (Over-Sharpening Sec. 3.2, Alg. 1 lines 4-6 and 21-22), both
+instances, ``mu > 0``: a memory head ``W_φ`` on the same features (``_Memory``); the rollouts are
+drawn from ``softmax((W − μ·W_φ)·h)``, the policy update above keeps the policy's own ``π``, and
+``W_φ`` then takes its own optimizer step on the mean cross-entropy of the drawn labels.
+
 Choices the papers leave open (Over-Sharpening gives neither the learning rate nor the initialisation):
 ``W_0 = 0`` (uniform policy) for the toy, ``lr = 0.1``, reduction "sum" (so that the step
 grows with G, the mechanism of Over-Sharpening Cor. 2.2).  See ``docs/simulations_linear_head.md``.
@@ -196,6 +201,44 @@ class _Optimizer:
         return W + self.lr * mhat / (np.sqrt(vhat) + self.eps)
 
 
+def _check_memory(mu: Any, memory_lr: Any, lr: float) -> tuple[float, float]:
+    """``mu`` (>= 0) and ``memory_lr`` (> 0, ``None``: ``lr``; only with ``mu > 0``), checked."""
+    mu = checks.number("mu", mu, low=0)
+    if memory_lr is None:
+        return mu, lr
+    memory_lr = checks.number("memory_lr", memory_lr, low=0, low_open=True)
+    if mu == 0:
+        raise ValueError(f"memory_lr applies only with mu > 0 (no memory head is used at mu = 0), got mu={mu!r}")
+    return mu, memory_lr
+
+
+class _Memory:
+    """Memory head of distribution-level calibration (Over-Sharpening Sec. 3.2, Alg. 1): logits
+    ``f_φ = W_φ·h`` on the policy's features, ``W_φ`` [C, V, d] from 0 (uniform), its own
+    optimizer.  The caller samples from ``softmax(f_θ − μ·f_φ)`` (lines 5-6); :meth:`update`
+    takes one step on the mean cross-entropy of the sampled labels (line 22),
+    ``∇_{W_φ} = (1/(B·G)) Σ_{b,i} (e_{y_{b,i}} − softmax(f_φ(h_b))) ⊗ h_b`` (ascent on the
+    log-likelihood; :func:`head_gradient` with unit weights, as matrix products), so
+    ``softmax(f_φ)`` tracks the frequencies of the sampled labels."""
+
+    def __init__(self, optimizer: str, lr: float, shape: tuple[int, ...]):
+        self.W = np.zeros(shape)
+        self.opt = _Optimizer(optimizer, lr, shape)
+
+    def logits(self, H: np.ndarray) -> np.ndarray:
+        """``f_φ`` [C, B, V] at the contexts ``H`` [C, B, d] (a matrix product per configuration)."""
+        return np.matmul(H, self.W.transpose(0, 2, 1))
+
+    def update(self, H: np.ndarray, y: np.ndarray) -> None:
+        """One step on the labels ``y`` [C, B, G] drawn at the contexts ``H`` [C, B, d]."""
+        C, B, G = y.shape
+        u = -G * softmax(self.logits(H))                     # Σ_i (e_{y_i} − softmax(f_φ)) per context
+        np.add.at(u, (np.arange(C)[:, None, None], np.arange(B)[None, :, None], y), 1.0)
+        g = np.matmul(u.transpose(0, 2, 1), H) / (B * G)
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.W = self.opt.step(self.W, g)
+
+
 class _AdvantageRule:
     """Per-configuration advantage: a registry family (:func:`rlvr_theory.advantages.get`) or
     one schedule per configuration (:func:`rlvr_theory.schedules.get`; ``H0[c]``, the initial
@@ -240,6 +283,7 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
                  seeds: int | Sequence[int] = 1, advantage: str = "dr_grpo",
                  advantage_params: dict[str, Any] | None = None, optimizer: str = "sgd",
                  lr: float = 0.1, steps: int = 500, reduction: str = "sum", log_every: int = 1,
+                 mu: float = 0.0, memory_lr: float | None = None,
                  progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The softmax toy of Over-Sharpening Sec. 2.4 (Fig. 1-2), App. G (Fig. 3-4), App. H (Fig. 5).
 
@@ -272,6 +316,17 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
         Sum or mean over the G rollouts.
     log_every : int >= 1
         Trajectory rows every ``log_every`` steps (and the last step).
+    mu : float >= 0
+        Distribution-level calibration (DLC, Over-Sharpening Sec. 3.2, Alg. 1 lines 4-6 and
+        21-22): weight of the memory head.  ``0`` (default) uses no memory: the run is the
+        uncalibrated one, bit for bit.  ``mu > 0`` adds a memory head ``W_φ`` (4 × 4, on the
+        same features, starting at 0); rollouts are drawn from ``softmax((W − μ·W_φ)·h)``
+        while the policy gradient keeps the policy's own ``log π_θ`` (Eq. 3, no importance
+        weight); after the policy step, ``W_φ`` takes its own optimizer step (same
+        ``optimizer`` kind, own state) on the cross-entropy of the sampled labels, the mean
+        over the group.  Over-Sharpening Fig. 5b/5d uses ``mu = 0.5``.
+    memory_lr : float > 0 or None
+        Learning rate of the memory head (``None``: ``lr``).  Only with ``mu > 0``.
 
     Returns
     -------
@@ -282,6 +337,9 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
         ``advantage``, ``optimizer``, ``lr``, ``p_cat``, ``p_persian``, ``p_dog``,
         ``p_siamese_train`` (π(Siamese|Persian)), ``siamese_acc`` (π(Siamese|Siamese)),
         ``reward_mean``, ``entropy``, ``winner_share`` (max(p_cat, p_persian)/(p_cat+p_persian)).
+        With ``mu > 0`` also ``q_cat``, ``q_persian``, ``sample_entropy`` (the calibrated
+        sampling distribution at Persian), ``mu``, ``memory_lr``, and
+        ``final.attrs["memory_weights"]``: ``{G: W_φ}``.
 
     Examples
     --------
@@ -296,6 +354,21 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
     1   4     1  0.601      0.353        0.050         0.630
     2  16     0  0.108      0.885        0.014         0.892
     3  16     1  0.373      0.620        0.015         0.625
+
+    Raw rewards collapse onto one label; with a memory head (μ = 0.5) the rollouts come from the
+    flatter ``q`` and both rewarded labels keep their mass:
+
+    >>> for mu in (0.0, 0.5):
+    ...     _, fin = simulate_toy(G=4, seeds=4, steps=300, advantage="reinforce", mu=mu)
+    ...     print(fin.winner_share.round(3).tolist())
+    [0.952, 0.987, 0.967, 0.99]
+    [0.553, 0.698, 0.665, 0.6]
+    >>> fin[["seed", "p_cat", "p_persian", "q_cat", "q_persian"]].round(3)
+       seed  p_cat  p_persian  q_cat  q_persian
+    0     0  0.442      0.547  0.439      0.520
+    1     1  0.299      0.691  0.347      0.618
+    2     2  0.332      0.658  0.377      0.588
+    3     3  0.396      0.593  0.460      0.502
     """
     Gs = [checks.integer("G", g, low=1) for g in np.atleast_1d(G).tolist()]
     sims = [similarity] if isinstance(similarity, str) else list(similarity)
@@ -304,13 +377,14 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
     check_size("toy", G=Gs, similarity=sims, seeds=seeds, steps=steps, log_every=log_every)
     seed_list = _seed_list(seeds)
     _, steps, lr, log_every = _check_common(max(Gs), steps, lr, optimizer, reduction, log_every)
+    mu, memory_lr = _check_memory(mu, memory_lr, lr)
     params = dict(advantage_params or {})
     _AdvantageRule(advantage, params, 1, np.ones(1), steps)  # an unknown name or parameter: refused before any work
 
     x_train = np.asarray(TOY_EMBEDDINGS["Persian"])
     correct = np.array([1.0, 0.0, 1.0, 0.0])          # Cat, Dog, Persian, Siamese
     # one group of runs per group size (G varies the sampled shape); the rest batched
-    frames_t, weights = [], {}
+    frames_t, weights, memory_weights = [], {}, {}
     for g in Gs:
         combos = [(sim, sd) for sd in seed_list for sim in sims]
         C = len(combos)
@@ -319,6 +393,7 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
         rngs = {sd: np.random.default_rng(sd) for sd in seed_list}
         W = np.zeros((C, 4, 4))
         opt = _Optimizer(optimizer, lr, W.shape)
+        memory = _Memory(optimizer, memory_lr, W.shape) if mu > 0 else None
         H = np.broadcast_to(x_train, (C, 1, 4))
         pi0 = softmax(np.einsum("cvd,cbd->cbv", W, H))
         rule = _AdvantageRule(advantage, params, C, _entropy(pi0)[:, 0], steps)
@@ -331,6 +406,8 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
             z = np.einsum("cvd,cbd->cbv", W, H)                           # [C, 1, 4] logits
             pi = softmax(z)
             ent = _entropy(pi)[:, 0]
+            # Alg. 1 lines 5-6 (line 8 without memory): rollouts from softmax(f_θ − μ·f_φ)
+            q = pi if memory is None else softmax(z - mu * memory.logits(H))
             if t % log_every == 0 or t == steps:
                 pe = softmax(np.einsum("cvd,cd->cv", W, x_eval))
                 # max(p_cat, p_persian)/(p_cat + p_persian) from the logits: finite when both underflow
@@ -338,21 +415,26 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
                 rows.append(dict(step=t, p_cat=pi[:, 0, 0], p_dog=pi[:, 0, 1], p_persian=pi[:, 0, 2],
                                  p_siamese_train=pi[:, 0, 3], siamese_acc=pe[:, 3], entropy=ent,
                                  reward_mean=np.full(C, np.nan), winner_share=share))
+                if memory is not None:
+                    rows[-1].update(q_cat=q[:, 0, 0], q_persian=q[:, 0, 2], sample_entropy=_entropy(q)[:, 0])
             if t == steps:
                 break
             # one sampler per seed: configurations of the same seed see the same uniforms
             draws = {sd: rngs[sd].random((1, g)) for sd in seed_list}
             u = np.stack([draws[sd] for _, sd in combos])                 # [C, 1, G]
-            cdf = np.cumsum(pi, -1)
+            cdf = np.cumsum(q, -1)
             y = np.minimum((u[..., None] > cdf[..., None, :]).sum(-1), 3)
             r = correct[y]
             A, _, _ = rule(r, ent, t)
-            grad = head_gradient(pi, H, y, A)
+            grad = head_gradient(pi, H, y, A)          # the policy's own log-probabilities (Eq. 3)
             if reduction == "mean":
                 grad = grad / g
             with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is refused just below
                 W = opt.step(W, grad)
             _check_finite(W, t + 1, lr, names)
+            if memory is not None:                                        # Alg. 1 lines 21-22
+                memory.update(H, y)
+                _check_finite(memory.W, t + 1, memory_lr, names, "non-finite memory weights")
             if t % log_every == 0:
                 rows[-1]["reward_mean"] = r.mean((1, 2))
         traj = []
@@ -367,11 +449,17 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
         tr = pd.concat(traj, ignore_index=True)
         frames_t.append(tr)
         weights[g] = W
+        if memory is not None:
+            memory_weights[g] = memory.W
     tr = pd.concat(frames_t, ignore_index=True)
     tr["advantage"], tr["optimizer"], tr["lr"] = advantage, optimizer, lr
+    if mu > 0:
+        tr["mu"], tr["memory_lr"] = mu, memory_lr
     tr["winner_share"] = tr.pop("winner_share")  # the last column
     final = tr[tr.step == steps].drop(columns=["reward_mean"], errors="ignore").reset_index(drop=True)
     final.attrs["weights"] = weights
+    if mu > 0:
+        final.attrs["memory_weights"] = memory_weights
     return tr, final
 
 
@@ -525,8 +613,13 @@ def _population_policy(W: np.ndarray, H: np.ndarray, cm: np.ndarray,
     """Policy ``[C, M, K+1, V]`` of the heads ``W`` at every (prompt, path), the exact solve rate
     and the path-weighted mean answer entropy per configuration."""
     pi = softmax(np.einsum("cvd,mzd->cmzv", W, H))
+    return (pi, *_population_stats(pi, cm, path_p))
+
+
+def _population_stats(pi: np.ndarray, cm: np.ndarray, path_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact solve rate and path-weighted mean entropy per configuration of ``pi`` [C, M, K+1, V]."""
     pc = np.take_along_axis(pi, np.broadcast_to(cm[None, :, None, None], pi.shape[:3] + (1,)), -1)[..., 0]
-    return pi, (pc * path_p).sum(-1).mean(-1), (_entropy(pi) * path_p).sum(-1).mean(-1)
+    return (pc * path_p).sum(-1).mean(-1), (_entropy(pi) * path_p).sum(-1).mean(-1)
 
 
 def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_mode: int = 4, G: int = 8,
@@ -535,7 +628,8 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
                         solve_rates: tuple[float, float] = (0.1, 0.9), rho_success: float = 0.8,
                         rho_failure: float = 0.8, shared: float = 0.5, init_scale: float = 5.0,
                         feature_seed: int = 0, optimizer: str = "sgd", lr: float = 0.05, steps: int = 100,
-                        reduction: str = "sum", log_every: int = 10,
+                        reduction: str = "sum", log_every: int = 10, mu: float = 0.0,
+                        memory_lr: float | None = None,
                         progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Population of ``M`` prompts with ``K`` failure modes: the rank-1 funnel (FADE App. 15, Fig. 8).
 
@@ -584,6 +678,13 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
     feature_seed : int >= 0
         Seed of the fixed features.
     optimizer, lr, steps, reduction, log_every : see :func:`simulate_toy`.
+    mu, memory_lr
+        Distribution-level calibration as in :func:`simulate_toy`: a memory head ``W_φ``
+        (V × d, from 0) on the same hidden states; the answer token of every rollout is drawn
+        from ``softmax((W − μ·W_φ)·h_{m,z})`` (the path ``z`` is not learned and is drawn as
+        without memory), the policy gradient keeps ``log π_θ``, and ``W_φ`` takes one step on
+        the cross-entropy of the drawn answers (mean over the ``M·G`` rollouts) after the
+        policy step.  ``mu = 0`` (default): no memory, the uncalibrated run bit for bit.
 
     Returns
     -------
@@ -592,6 +693,9 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         (exact mean success probability), ``entropy`` (mean answer entropy over prompts and
         paths, path-weighted), ``alpha``, ``delta`` (in force at that step; NaN if none),
         ``r1``, ``s1_s2``, ``stable_rank``, ``dW_norm`` (NaN at step 0), plus the settings.
+        With ``mu > 0`` also ``sample_solve_rate`` and ``sample_entropy`` (the same two under
+        the calibrated sampling distribution), ``mu``, ``memory_lr``, and
+        ``final.attrs["memory_weights"]``: ``{K: W_φ}``.
         ``final.attrs["weights"]``: ``{K: (W0, W)}``, ``W`` of shape (seeds, V, d).
     """
     M = checks.integer("M", M, low=1)
@@ -600,10 +704,11 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
                steps=steps, log_every=log_every)
     seed_list = _seed_list(seeds)
     G, steps, lr, log_every = _check_common(G, steps, lr, optimizer, reduction, log_every)
+    mu, memory_lr = _check_memory(mu, memory_lr, lr)
     params = dict(advantage_params or {})
     _AdvantageRule(advantage, params, 1, np.ones(1), steps)  # an unknown name or parameter: refused before any work
     C = len(seed_list)
-    out, weights = [], {}
+    out, weights, memory_weights = [], {}, {}
     for k in Ks:
         H, path_p, cm, W0 = population_setup(M, k, tokens_per_mode=tokens_per_mode, correct=correct,
                                              solve_rates=solve_rates, rho_success=rho_success,
@@ -612,6 +717,7 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         V = W0.shape[0]
         W = np.broadcast_to(W0, (C,) + W0.shape).copy()
         opt = _Optimizer(optimizer, lr, W.shape)
+        memory = _Memory(optimizer, memory_lr, W.shape) if mu > 0 else None
         rngs = [np.random.default_rng(s) for s in seed_list]
         _, _, ent0 = _population_policy(W, H, cm, path_p)
         rule = _AdvantageRule(advantage, params, C, ent0, steps)
@@ -624,10 +730,15 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         ci, mi, gi = np.arange(C)[:, None, None], np.arange(M)[None, :, None], np.arange(G)[None, None, :]
         for t in it:
             pi, solve, ent = _population_policy(W, H, cm, path_p)
+            if memory is not None:   # Alg. 1 lines 5-6: f_θ − μ·f_φ = (W − μ·W_φ)·h, both heads linear in h
+                q = softmax(np.matmul(H.reshape(-1, H.shape[-1]), (W - mu * memory.W).transpose(0, 2, 1))
+                            ).reshape(pi.shape)
             logged = t % log_every == 0 or t == steps
             if logged:
                 row = dict(step=t, seed=seed_list, solve_rate=solve, entropy=ent, reward_mean=np.full(C, np.nan),
                            alpha=np.full(C, np.nan), delta=np.full(C, np.nan))
+                if memory is not None:
+                    row["sample_solve_rate"], row["sample_entropy"] = _population_stats(q, cm, path_p)
                 specs = [_spectrum(W[c] - W0, t, lr, names[c]) if t > 0 else None for c in range(C)]
                 for key in ("rank1_fraction", "s1_s2", "stable_rank", "fro_norm"):
                     row[key] = [np.nan if sp_ is None else sp_[key] for sp_ in specs]
@@ -636,31 +747,42 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
                 break
             z = np.stack([_sample(path_p, G, rng) for rng in rngs])              # [C, M, G] paths
             pz = pi[ci, mi, z]                                                   # [C, M, G, V]
+            qz = pz if memory is None else q[ci, mi, z]                          # sampling distribution
             u = np.stack([rng.random((M, G)) for rng in rngs])
-            y = np.minimum((u[..., None] > np.cumsum(pz, -1)).sum(-1), V - 1)    # [C, M, G]
+            y = np.minimum((u[..., None] > np.cumsum(qz, -1)).sum(-1), V - 1)    # [C, M, G]
             r = (y == cm[:, None]).astype(float)
             A, alpha, delta = rule(r, ent, t)
-            w = -A[..., None] * pz
+            w = -A[..., None] * pz                     # the policy's own log-probabilities (Eq. 3)
             np.add.at(w, (ci, mi, gi, y), A)
-            grad = np.einsum("cmgv,cmgd->cvd", w, H[np.arange(M)[None, :, None], z])
+            Hz = H[np.arange(M)[None, :, None], z]                               # [C, M, G, d]
+            grad = np.einsum("cmgv,cmgd->cvd", w, Hz)
             grad /= M * (G if reduction == "mean" else 1)
             with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is refused just below
                 W = opt.step(W, grad)
             _check_finite(W, t + 1, lr, names)
+            if memory is not None:                     # Alg. 1 lines 21-22: one context per rollout
+                memory.update(Hz.reshape(C, M * G, -1), y.reshape(C, M * G, 1))
+                _check_finite(memory.W, t + 1, memory_lr, names, "non-finite memory weights")
             if logged:
                 rows[-1]["reward_mean"], rows[-1]["alpha"], rows[-1]["delta"] = r.mean((1, 2)), alpha, delta
         df = pd.concat([pd.DataFrame(r_) for r_ in rows], ignore_index=True)
         df.insert(1, "K", k)
         out.append(df)
         weights[k] = (W0, W)
+        if memory is not None:
+            memory_weights[k] = memory.W
     tr = pd.concat(out, ignore_index=True).rename(columns={"rank1_fraction": "r1", "fro_norm": "dW_norm"})
     tr["advantage"] = advantage
     tr["advantage_params"] = serialize.dumps(params, sort_keys=True)
     tr["correct"] = correct
     tr["M"], tr["G"], tr["tokens_per_mode"], tr["optimizer"], tr["lr"] = M, G, tokens_per_mode, optimizer, lr
     tr["rho_success"], tr["rho_failure"], tr["shared"] = rho_success, rho_failure, shared
+    if mu > 0:
+        tr["mu"], tr["memory_lr"] = mu, memory_lr
     final = tr[tr.step == steps].reset_index(drop=True)
     final.attrs["weights"] = weights
+    if mu > 0:
+        final.attrs["memory_weights"] = memory_weights
     return tr, final
 
 
@@ -671,6 +793,7 @@ PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "oversharpening-fig2": ("toy", dict(G=[4, 16, 64], similarity=["High", "Mid", "Low"], seeds=8,
                                         advantage="grpo")),
     "oversharpening-iac": ("toy", dict(G=[4, 16], similarity="High", seeds=8, advantage="iac")),
+    "oversharpening-dlc": ("toy", dict(G=[4, 16], similarity="High", seeds=8, advantage="iac", mu=0.5)),
     "toy-small": ("toy", dict(G=[4, 16], similarity=["High", "Low"], seeds=2, steps=100)),
     "fade-rank1": ("population", dict(K=[2, 4, 8, 16], seeds=4, advantage="asym_grpo",
                                       advantage_params={"delta": 0.5})),
@@ -705,7 +828,8 @@ def check_size(instance: str, *, what: str | None = None, **kw: Any) -> int:
     The sizes are read (and checked) as Python integers: the toy holds ``~9`` numbers per
     configuration and rollout; the population ``~3`` policies ``[C, M, K+1, V]``, ``~4``
     arrays ``[C, M, G, V]`` and the gathered features ``[C, M, G, d]`` (``V = (M or 1) +
-    K·tokens_per_mode``, ``d = K + 18``); both a trajectory of ``~25`` columns per
+    K·tokens_per_mode``, ``d = K + 18``), with a memory head (``mu > 0``) two more of each of
+    the first two (``~11`` numbers per rollout for the toy); both a trajectory of ``~25`` columns per
     configuration and logged step, three copies while it is assembled.
 
     >>> check_size("toy", G=[4, 16], seeds=2, steps=100) < 2**24
@@ -722,17 +846,19 @@ def check_size(instance: str, *, what: str | None = None, **kw: Any) -> int:
     steps = checks.integer("steps", kw["steps"], low=1)
     log_every = checks.integer("log_every", kw["log_every"], low=1)
     records = steps // log_every + 2
+    mem = 2 * int(checks.number("mu", kw["mu"], low=0) > 0)   # the memory head's distributions
     if instance == "toy":
         Gs = [checks.integer("G", g, low=1) for g in np.atleast_1d(kw["G"]).tolist()]
         C = S * (1 if isinstance(kw["similarity"], str) else len(kw["similarity"]))
-        nbytes = max(C * (9 * 8 * g + 2_000) for g in Gs) + 3 * 8 * 25 * C * len(Gs) * records
+        nbytes = max(C * ((9 + mem) * 8 * g + 2_000) for g in Gs) + 3 * 8 * 25 * C * len(Gs) * records
         text = f"(G up to {max(Gs)}, {C * len(Gs)} configurations, steps={steps})"
     else:
         M, G = checks.integer("M", kw["M"], low=1), checks.integer("G", kw["G"], low=1)
         tpm = checks.integer("tokens_per_mode", kw["tokens_per_mode"], low=1)
         Ks = [checks.integer("K", k, low=1) for k in np.atleast_1d(kw["K"]).tolist()]
         V = {k: (M if kw["correct"] == "per_prompt" else 1) + k * tpm for k in Ks}
-        nbytes = (max(8 * S * (M * (3 * (k + 1) * V[k] + 4 * G * V[k] + G * (k + 18)) + 6 * V[k] * (k + 18))
+        nbytes = (max(8 * S * (M * ((3 + mem) * (k + 1) * V[k] + (4 + mem) * G * V[k] + G * (k + 18))
+                          + 6 * V[k] * (k + 18))
                       for k in Ks) + 3 * 8 * 25 * S * len(Ks) * records)
         text = f"(M={M}, K up to {max(Ks)}, G={G}, {S * len(Ks)} configurations, steps={steps})"
     from analysis.runtime import check_memory
@@ -750,8 +876,8 @@ def _cli(args: argparse.Namespace) -> int:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {args.preset!r}")
     instance = PRESETS[args.preset][0]
     over: dict[str, Any] = dict(steps=args.steps, G=args.G, seeds=args.seeds, advantage=args.advantage,
-                                advantage_params=params, optimizer=args.optimizer, lr=args.lr,
-                                progress=not args.quiet)
+                                advantage_params=params, optimizer=args.optimizer, lr=args.lr, mu=args.mu,
+                                memory_lr=args.memory_lr, progress=not args.quiet)
     if instance == "toy":
         for flag in ("K", "delta"):
             if getattr(args, flag) is not None:
@@ -792,6 +918,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     runner.add_param_option(ap, of="advantage or schedule", json_alias="--advantage-params")
     ap.add_argument("--optimizer", choices=OPTIMIZERS)
     ap.add_argument("--lr", type=float)
+    ap.add_argument("--mu", type=float, help="distribution-level calibration: sample from softmax(f_θ − μ·f_φ) "
+                    "with a memory head f_φ trained on the samples (default 0: no memory)")
+    ap.add_argument("--memory-lr", type=float, help="learning rate of the memory head (with --mu > 0; "
+                    "default: --lr)")
     runner.add_run_options(ap)
     ap.set_defaults(func=_cli)
     return ap

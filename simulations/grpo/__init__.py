@@ -10,12 +10,14 @@ Modules (import what you need; importing the package loads neither torch nor tra
 * :mod:`~simulations.grpo.models` — Qwen2-style presets ``tiny-cpu`` / ``small-gpu`` or any
   local causal LM;
 * :mod:`~simulations.grpo.sft` — supervised warm start to a target solve rate;
-* :mod:`~simulations.grpo.rollout` — B prompts × G rollouts with a KV cache;
-* :mod:`~simulations.grpo.losses` — PPO-clip (ε_low, ε_high), CISPO, GRPO-N and four loss
-  aggregations;
+* :mod:`~simulations.grpo.rollout` — B prompts × G rollouts with a KV cache (``temperature=0``:
+  greedy);
+* :mod:`~simulations.grpo.losses` — PPO-clip (ε_low, ε_high), CISPO, GRPO-N, the sequence-level
+  GSPO and GSPO-N, and four loss aggregations;
 * :mod:`~simulations.grpo.trainer` — the GRPO loop, metrics, atomic checkpoints, bit-for-bit
   resume;
-* :mod:`~simulations.grpo.evaluate` — held-out pass@k, answer- and token-level entropy;
+* :mod:`~simulations.grpo.evaluate` — held-out pass@k or greedy accuracy, answer- and token-level
+  entropy;
 * :mod:`~simulations.grpo.sweep` — AsymGRPO δ ∈ {0.5, 1, 2} and FADE from one SFT checkpoint,
   with the output-head table of the checkpoint diff;
 * :mod:`~simulations.grpo.cli` — ``rlvr-train sft | grpo | eval | sweep``.

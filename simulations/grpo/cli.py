@@ -7,6 +7,7 @@
                     --steps 200 --group-size 8 --out runs/asym05
     rlvr-train grpo --out runs/asym05 --resume          # continue after a crash
     rlvr-train eval runs/asym05/checkpoint-000200 --k 1 8 64
+    rlvr-train eval runs/asym05/checkpoint-000200 --temperature 0   # greedy accuracy
     rlvr-train sweep --init runs/sft/final --steps 200 --out runs/sweep
 
 The flags of every subcommand are generated from the fields of its settings dataclass in
@@ -76,12 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_sft)
 
     g = sub.add_parser("grpo", help="GRPO with any registry advantage or schedule",
-                       description="GRPO / DAPO / CISPO / GRPO-N training with checkpoints every k steps.")
+                       description="GRPO / DAPO / CISPO / GRPO-N / GSPO / GSPO-N training with checkpoints "
+                                   "every k steps.")
     add_run_settings(g, GRPOConfig)
     runner.add_param_option(g, of="advantage or schedule")
     g.set_defaults(func=_cmd_grpo)
 
-    e = sub.add_parser("eval", help="held-out pass@k and answer/token entropy of a checkpoint")
+    e = sub.add_parser("eval", help="held-out pass@k (or greedy accuracy) and answer/token entropy of a checkpoint")
     e.add_argument("checkpoint", help="checkpoint directory")
     add_run_settings(e, EvalConfig, required=())
     e.set_defaults(func=_cmd_eval)
@@ -153,7 +155,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
                    progress=not cfg.quiet)
     print(f"checkpoint      {res.checkpoint}")
     print(f"task            {res.task['name']} (difficulty {res.task['difficulty']}), "
-          f"{res.problems} held-out problems x {res.n} samples")
+          f"{res.problems} held-out problems x "
+          + ("1 greedy completion" if res.decoding == "greedy" else f"{res.n} samples"))
+    if res.greedy_accuracy is not None:
+        print(f"greedy accuracy {res.greedy_accuracy:.4f}")
     for k, v in res.pass_at_k.items():
         print(f"pass@{k:<10d} {v:.4f}")
     print(f"answer entropy  {res.answer_entropy:.4f} nats")

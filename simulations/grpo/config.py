@@ -61,9 +61,10 @@ RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads
 #: and standard deviations of the advantages stay finite and non-zero in float64
 REWARD_LIMIT = 1e100
 
-#: clip bounds (ε_low, ε_high) when not given: PPO / DAPO (FADE App. 11: 0.2/0.2) and CISPO's
-#: (F-GRPO App. H.2: 1.0/5.0)
-DEFAULT_EPS = {"ppo": (0.2, 0.2), "grpo-n": (0.2, 0.2), "cispo": (1.0, 5.0)}
+#: clip bounds (ε_low, ε_high) when not given: PPO / DAPO (FADE App. 11: 0.2/0.2), CISPO's
+#: (F-GRPO App. H.2: 1.0/5.0) and GSPO's on the sequence ratio (Zheng et al. 2025: 3e-4/4e-4)
+DEFAULT_EPS = {"ppo": (0.2, 0.2), "grpo-n": (0.2, 0.2), "cispo": (1.0, 5.0), "gspo": (3e-4, 4e-4),
+               "gspo-n": (3e-4, 4e-4)}
 
 
 def _list_field(default: Iterable[Any], help: str) -> Any:
@@ -336,7 +337,9 @@ class GRPOConfig(RunSettings):
         "help": "response budget in tokens", "default_text": "longest answer + 2"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus mass of sampling"})
-    loss: str = field(default="ppo", metadata={"help": "per-token loss (simulations.grpo.losses)", "choices": LOSSES})
+    loss: str = field(default="ppo", metadata={
+        "help": "per-token loss (simulations.grpo.losses; gspo, gspo-n: sequence-level ratio, whose default "
+                f"ε_low, ε_high are {DEFAULT_EPS['gspo'][0]:g}, {DEFAULT_EPS['gspo'][1]:g})", "choices": LOSSES})
     aggregation: str = field(default="token-mean", metadata={
         "help": "reduction of the per-token losses", "choices": AGGREGATIONS})
     eps_low: float | None = field(default=None, metadata={"help": "lower clip ε_low", "default_text": _eps_text(0)})
@@ -430,7 +433,9 @@ class EvalConfig:
     task: str | None = field(default=None, metadata={"help": "task name", "default_text": "the checkpoint's task.json"})
     difficulty: int | None = field(default=None, metadata={"help": "task difficulty",
                                                            "default_text": "the checkpoint's"})
-    temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
+    temperature: float = field(default=1.0, metadata={
+        "help": "sampling temperature; 0: greedy (argmax) decoding, one completion per problem, reporting "
+                "the greedy accuracy"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus mass of sampling"})
     max_new_tokens: int | None = field(default=None, metadata={
         "help": "response budget in tokens", "default_text": "longest answer + 2"})

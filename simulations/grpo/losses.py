@@ -21,6 +21,26 @@ Sec. 2.2 Eq. 5, Chen et al. 2025)::
 formula), so ``loss="grpo-n"`` with the ``grpo`` advantage is the same update as
 ``loss="ppo"`` with the ``grpo_n`` advantage.
 
+``"gspo"`` — Group Sequence Policy Optimization (Zheng et al. 2025, arXiv:2507.18071; the
+sequence-level importance ratio as Two-Stage Sec. 2 writes it, "GSPO [86]").  The ratio of a
+rollout is the length-normalised likelihood ratio ``s_i = (π_θ(y_i|x)/π_old(y_i|x))^{1/T_i} =
+exp((1/T_i) Σ_{t∈A_i} log r_{i,t})`` and the clipping acts on it, for the whole sequence::
+
+    ℓ_i = −min( s_i·A_i,  clip(s_i, 1−ε_low, 1+ε_high)·A_i )
+
+It is implemented in Zheng et al.'s token form ("GSPO-token"): every token carries
+``s_{i,t} = sg(s_i)·π_θ(y_t|…)/sg(π_θ(y_t|…))`` — the value of ``s_i``, the gradient
+``s_i·∇log π_θ(y_t|…)`` — and ``L_{i,t} = −min(s_{i,t}·A_{i,t}, clip(s_{i,t}, …)·A_{i,t})``.  With
+one advantage per rollout (``adv`` of shape ``[N]``) ``L_{i,t} = ℓ_i`` for every token and the
+gradient of ``Σ_t L_{i,t}`` is ``T_i·∇ℓ_i``, so every aggregation below is a weighting of the
+sequence losses ``ℓ_i``: ``"seq-mean-token-mean"`` gives GSPO's objective
+``(1/N) Σ_i ℓ_i`` exactly (value and gradient, tested); ``"token-mean"`` weights ``ℓ_i`` by
+``T_i/Σ_j T_j``.  The ratio needs the response ``mask`` (padding is left out of ``T_i``).
+
+``"gspo-n"`` — GSPO with relative negative gradients only (Two-Stage Sec. 4.1, Table 1
+"GSPO-N", defined as for GRPO-N in App. B.5): ``"gspo"``'s ``L_{i,t}`` times ``1[A_i < 0]``,
+denominators unchanged.
+
 Aggregation over a minibatch (:func:`aggregate`; ``M_{i,t}`` the mask):
 
 ``"token-mean"``          ``Σ_i Σ_t M·L / Σ_i T_i``                       (DAPO; F-GRPO App. H.2)
@@ -37,8 +57,10 @@ Optional regularisers, aggregated the same way (:func:`policy_loss`): a KL penal
 
 Clip statistics.  For ``"ppo"``/``"grpo-n"`` the *lower* clip is engaged (the token's
 gradient is zero) where ``A_i < 0`` and ``r < 1−ε_low``; the *upper* clip where ``A_i > 0``
-and ``r > 1+ε_high``.  For ``"cispo"`` the weight is clipped (gradient kept, weight capped)
-where ``r < 1−ε_low`` (low) or ``r > 1+ε_high`` (high), whatever the sign of ``A_i``.
+and ``r > 1+ε_high``; for ``"gspo"``/``"gspo-n"`` the same with the sequence ratio ``s_i`` in
+place of ``r`` (every token of a clipped sequence counts).  For ``"cispo"`` the weight is
+clipped (gradient kept, weight capped) where ``r < 1−ε_low`` (low) or ``r > 1+ε_high``
+(high), whatever the sign of ``A_i``.
 Fractions are over masked tokens.
 """
 
@@ -50,9 +72,12 @@ import torch
 
 from rlvr_theory import checks
 
-__all__ = ["LOSSES", "AGGREGATIONS", "LossStats", "aggregate", "per_token_loss", "kl_k3", "policy_loss"]
+__all__ = ["LOSSES", "SEQUENCE_LOSSES", "AGGREGATIONS", "LossStats", "aggregate", "per_token_loss", "kl_k3",
+           "policy_loss"]
 
-LOSSES = ("ppo", "cispo", "grpo-n")
+LOSSES = ("ppo", "cispo", "grpo-n", "gspo", "gspo-n")
+#: the losses whose ratio is the sequence-level ``s_i`` (they need the response mask)
+SEQUENCE_LOSSES = ("gspo", "gspo-n")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "sum-tmax")
 
 
@@ -101,11 +126,14 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, *,
 
 
 def per_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, *, loss: str = "ppo",
-                   eps_low: float = 0.2, eps_high: float = 0.2) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   eps_low: float = 0.2, eps_high: float = 0.2,
+                   mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(L, clipped_low, clipped_high)``, each ``[N, T]``: the per-token loss of the module
     docstring and boolean maps of where each clip is engaged.
 
-    ``adv`` is ``[N]`` (one advantage per rollout) or ``[N, T]``.
+    ``adv`` is ``[N]`` (one advantage per rollout) or ``[N, T]``.  ``mask`` (``[N, T]``, 1 on
+    response tokens) is required by the sequence-level losses ``"gspo"``/``"gspo-n"``, whose
+    ratio ``s_i`` averages the log-ratios over the response tokens; the others ignore it.
 
     Examples
     --------
@@ -123,19 +151,36 @@ def per_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor
     >>> per_token_loss(logp, old, torch.tensor([1.0, -1.0]), loss="cispo")[0]  # −sg(clip(r))·A·log π_θ
     tensor([[ 0.8318,  1.3863],
             [-0.6931, -0.6931]])
+
+    GSPO: rollout 1's sequence ratio is ``(2·1)^(1/2) = 1.4142``, clipped to 1.2 for ``A = +1``;
+    every token of a rollout carries its sequence loss:
+
+    >>> mask = torch.ones(2, 2)
+    >>> per_token_loss(logp, old, torch.tensor([1.0, -1.0]), loss="gspo", mask=mask)[0]
+    tensor([[-1.2000, -1.2000],
+            [ 1.0000,  1.0000]])
     """
     checks.choice("loss", loss, LOSSES)
     eps_low = checks.number("eps_low", eps_low, low=0)
     eps_high = checks.number("eps_high", eps_high, low=0)
     a = adv[:, None] if adv.dim() == 1 else adv
     a = a.to(logp.dtype)
-    ratio = torch.exp(logp - old_logp)
     lo, hi = 1.0 - eps_low, 1.0 + eps_high
+    if loss in SEQUENCE_LOSSES:
+        if mask is None:
+            raise ValueError(f"mask is required for loss={loss!r} (its ratio averages the log-ratios over "
+                             "the response tokens), got None")
+        m = mask.to(logp.dtype)
+        log_s = ((logp - old_logp) * m).sum(-1) / m.sum(-1).clamp_min(1.0)   # (1/T_i) Σ_t log r_{i,t}
+        # GSPO-token: the value of s_i, the gradient s_i·∇log π_θ(y_t|…) on each token
+        ratio = torch.exp(log_s.detach()[:, None] + logp - logp.detach())
+    else:
+        ratio = torch.exp(logp - old_logp)
     if loss == "cispo":
         w = ratio.clamp(lo, hi).detach()
         L = -w * a * logp
         return L, (ratio < lo).expand_as(L), (ratio > hi).expand_as(L)
-    if loss == "grpo-n":
+    if loss in ("grpo-n", "gspo-n"):
         a = a * (a < 0)
     L = -torch.minimum(ratio * a, ratio.clamp(lo, hi) * a)
     return L, (a < 0) & (ratio < lo), (a > 0) & (ratio > hi)
@@ -169,7 +214,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
     >>> round(stats.clip_frac_high, 4)  # one of the three response tokens is clipped
     0.3333
     """
-    L, low, high = per_token_loss(logp, old_logp, adv, loss=loss, eps_low=eps_low, eps_high=eps_high)
+    L, low, high = per_token_loss(logp, old_logp, adv, loss=loss, eps_low=eps_low, eps_high=eps_high, mask=mask)
     agg = lambda v: aggregate(v, mask, aggregation, max_new_tokens=max_new_tokens)  # noqa: E731
     pg = agg(L)
     total = pg

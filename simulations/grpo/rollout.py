@@ -102,7 +102,9 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
         ``position_ids``, ``past_key_values``).
     prompt_ids, prompt_mask: ``[N, P]`` left-padded prompts (:func:`encode_prompts`).
     max_new_tokens: response budget ``T_max`` per sequence.
-    temperature: > 0.  top_p: in (0, 1].
+    temperature: >= 0; ``0``: greedy decoding (the argmax token at every step, ties to the lowest
+        id as ``torch.argmax``; no randomness, ``top_p`` and ``generator`` unused; the entropy is
+        that of the model's distribution at temperature 1).  top_p: in (0, 1].
     generator: a ``torch.Generator`` on the model's device (reproducibility).
     use_cache: reuse keys/values (``True``) or recompute the prefix at every step.
     return_entropy: also record the entropy of each sampling distribution (``Rollouts.entropy``).
@@ -112,7 +114,8 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
     """
     from transformers import DynamicCache
 
-    temperature = checks.number("temperature", temperature, low=0, low_open=True)
+    temperature = checks.number("temperature", temperature, low=0)
+    greedy = temperature == 0
     top_p = checks.number("top_p", top_p, low=0, high=1, low_open=True)
     N, P = prompt_ids.shape
     T, dev = max_new_tokens, prompt_ids.device
@@ -134,7 +137,7 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
             lo = 0
         logits = model(input_ids=ids[:, lo:P + t], attention_mask=mask[:, :P + t], position_ids=pos[:, lo:P + t],
                        past_key_values=cache, use_cache=use_cache).logits[:, -1].float()
-        if temperature != 1.0:
+        if temperature not in (0.0, 1.0):
             logits = logits / temperature
         probs = torch.softmax(logits, dim=-1)
         if not bool(torch.isfinite(probs).all()):  # multinomial would fail with a bare RuntimeError
@@ -143,9 +146,12 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
                                      f"(NaN or Inf logits at response token {t + 1})")
         if return_entropy:
             ent[:, t] = torch.where(alive, -(probs * torch.log_softmax(logits, dim=-1)).sum(-1), 0.0)
-        if top_p < 1:
-            probs = _nucleus(probs, top_p)
-        tok = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+        if greedy:
+            tok = logits.argmax(-1)
+        else:
+            if top_p < 1:
+                probs = _nucleus(probs, top_p)
+            tok = torch.multinomial(probs, 1, generator=generator).squeeze(1)
         tok = torch.where(alive, tok, pad_id)
         out[:, t] = tok
         ids[:, P + t] = tok
