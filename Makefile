@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP  := $(VENV)/.installed
 OUT    ?= figures/out
 
-.PHONY: figures test test-all test-integrations integration-envs lint bench setup clean browser
+.PHONY: figures gallery test test-all test-integrations integration-envs lint bench setup clean browser
 
 setup: $(STAMP)
 
@@ -22,6 +22,11 @@ $(STAMP): pyproject.toml
 
 figures: $(STAMP)
 	$(VENV)/bin/rlvr-figures check --out $(OUT)
+
+# the thumbnails and the gallery of docs/figures.md from the figures `make figures` wrote (not part
+# of `make figures`: thumbnail bytes depend on fonts and matplotlib, and would dirty a checkout)
+gallery: $(STAMP)
+	$(VENV)/bin/rlvr-figures gallery --figures $(OUT)
 
 # the fast suite and the runnable Examples of the docstrings (doctests)
 test: $(STAMP)

@@ -123,6 +123,7 @@ import ctypes
 import math
 import warnings
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -361,8 +362,8 @@ class _Stream:
     """``A`` = ``W`` or ``Wᵀ`` (whichever has ``m ≥ n``) as float64 row blocks:
     numpy arrays when ``dev`` is the CPU, torch tensors on ``dev`` otherwise."""
 
-    def __init__(self, W: Matrix, dev: torch.device, block_rows: int | None, progress: bool):
-        self.W, self.dev, self.progress = W, dev, progress
+    def __init__(self, W: Matrix, dev: torch.device, block_rows: int | None, progress: bool, workers: int = 1):
+        self.W, self.dev, self.progress, self.workers = W, dev, progress, workers
         self.cpu = dev.type == "cpu" and not _TORCH_ON_CPU
         self.transposed = W.shape[0] < W.shape[1]
         self.m, self.n = _shape(W)[::-1] if self.transposed else _shape(W)
@@ -423,12 +424,7 @@ class _Stream:
         """``G = AᵀA`` (float64; on the CPU only its upper triangle) and ``‖A‖_F² = trace(G)``."""
         n = self.n
         if self.cpu:  # BLAS syrk: half the flops of a GEMM, accumulated in place
-            G = np.zeros((n, n), order="F")
-            for _, blk in self.blocks("Gram"):
-                if blk.flags.f_contiguous and not blk.flags.c_contiguous:
-                    G = dsyrk(1.0, blk, beta=1.0, c=G, trans=1, lower=0, overwrite_c=1)
-                else:
-                    G = dsyrk(1.0, np.ascontiguousarray(blk).T, beta=1.0, c=G, trans=0, lower=0, overwrite_c=1)
+            G = _gram_of_blocks((blk for _, blk in self.blocks("Gram")), n, np.float64, self.workers)
             return G, float(np.trace(G))
         Gt = torch.zeros(n, n, dtype=torch.float64, device=self.dev)
         for _, blk in self.blocks("Gram"):
@@ -545,21 +541,61 @@ def _nogil(module: str, name: str, nargs: int) -> Any:
 
 _SSYEVR = _nogil("cython_lapack", "ssyevr", 21)
 _SSYRK = _nogil("cython_blas", "ssyrk", 10)
+_DSYRK = _nogil("cython_blas", "dsyrk", 10)
 
 
-def _syrk32(G: np.ndarray, blk: np.ndarray) -> np.ndarray:
-    """``G += blkᵀ·blk`` on the upper triangle of the float32 ``n × n`` Fortran-ordered ``G``
-    (BLAS ``ssyrk`` without the GIL; scipy's wrapper where that is unavailable)."""
+def _syrk(G: np.ndarray, blk: np.ndarray) -> np.ndarray:
+    """``G += blkᵀ·blk`` on the upper triangle of the float32 or float64 ``n × n``
+    Fortran-ordered ``G`` (``blk`` of the same dtype; BLAS ``ssyrk``/``dsyrk`` without the GIL,
+    scipy's wrapper where that is unavailable)."""
+    single = G.dtype == np.float32
+    fn, wrapper, scalar = (_SSYRK, ssyrk, ctypes.c_float) if single else (_DSYRK, dsyrk, ctypes.c_double)
     c_ok = blk.flags.c_contiguous
-    if _SSYRK is None or not (c_ok or blk.flags.f_contiguous):
-        return ssyrk(1.0, np.ascontiguousarray(blk).T, beta=1.0, c=G, trans=0, lower=0, overwrite_c=1)
+    if fn is None or not (c_ok or blk.flags.f_contiguous):
+        return wrapper(1.0, np.ascontiguousarray(blk).T, beta=1.0, c=G, trans=0, lower=0, overwrite_c=1)
     rows, n = blk.shape
     # a C-ordered rows × n block is the Fortran n × rows matrix X = blkᵀ: G += X·Xᵀ ("N");
     # a Fortran-ordered one is blk itself: G += blkᵀ·blk ("T")
     trans, lda = (b"N", n) if c_ok else (b"T", rows)
-    ref, c_int, one = ctypes.byref, ctypes.c_int, ctypes.c_float(1.0)
-    _SSYRK(ref(ctypes.c_char(b"U")), ref(ctypes.c_char(trans)), ref(c_int(n)), ref(c_int(rows)), ref(one),
-           blk.ctypes.data, ref(c_int(lda)), ref(one), G.ctypes.data, ref(c_int(n)))
+    ref, c_int, one = ctypes.byref, ctypes.c_int, scalar(1.0)
+    fn(ref(ctypes.c_char(b"U")), ref(ctypes.c_char(trans)), ref(c_int(n)), ref(c_int(rows)), ref(one),
+       blk.ctypes.data, ref(c_int(lda)), ref(one), G.ctypes.data, ref(c_int(n)))
+    return G
+
+
+_PARTIAL_GRAMS = 2   # the Gram pass accumulates this many partial sums (blocks alternate between them)
+
+
+def _gram_of_blocks(blocks: Iterator[np.ndarray], n: int, dtype: Any, workers: int) -> np.ndarray:
+    """``Σ blkᵀ·blk`` over ``blocks`` (upper triangle, Fortran order): the blocks alternate
+    between ``_PARTIAL_GRAMS`` partial sums, added at the end, so the result is the same for
+    every ``workers``; with ``workers ≥ 2`` the partial sums are accumulated side by side in
+    threads (GIL-free BLAS, one BLAS thread each: no barrier to wait at on a busy machine)."""
+    parts = [np.zeros((n, n), dtype=dtype, order="F") for _ in range(_PARTIAL_GRAMS)]
+    if workers <= 1:
+        for i, blk in enumerate(blocks):
+            _syrk(parts[i % _PARTIAL_GRAMS], blk)
+    else:
+        with ThreadPoolExecutor(min(workers, _PARTIAL_GRAMS), thread_name_prefix="spectra-gram") as ex:
+            busy: list[Any] = [None] * _PARTIAL_GRAMS
+            it, i = iter(blocks), 0
+            while True:
+                j = i % _PARTIAL_GRAMS
+                if busy[j] is not None:   # the slot's previous block is done (and freed) first:
+                    busy[j].result()      # at most _PARTIAL_GRAMS blocks exist at a time
+                    busy[j] = None
+                blk = next(it, None)
+                if blk is None:
+                    break
+                busy[j] = ex.submit(_syrk, parts[j], blk)
+                del blk
+                i += 1
+            for f in busy:
+                if f is not None:
+                    f.result()
+    G = parts[0]
+    for P in parts[1:]:
+        G += P
     return G
 
 
@@ -611,11 +647,10 @@ def _gram32(st: _Stream, k: int, r: int, p: int) -> tuple:
     # Gram pass then reads A unscaled (G only chooses the subspace; its scale does not matter)
     pre = 0 if -40 <= st.shift <= 50 else st.shift
     n = st.n
-    G = np.zeros((n, n), dtype=np.float32, order="F")
     with np.errstate(under="ignore"):
-        for _, part in st.raw_blocks():
-            blk = part if pre == 0 else np.ldexp(part, pre).astype(np.float32, copy=False)
-            G = _syrk32(G, blk)
+        blocks = (part if pre == 0 else np.ldexp(part, pre).astype(np.float32, copy=False)
+                  for _, part in st.raw_blocks())
+        G = _gram_of_blocks(blocks, n, np.float32, st.workers)
     # the b leading eigenvectors of the float32 Gram (LAPACK ssyevr on its upper triangle; they
     # do not depend on the power-of-2 scale), orthonormalised again in float64: ssyevr's vectors
     # are orthonormal only to float32 rounding, which would otherwise enter the values below
@@ -701,7 +736,7 @@ def _fix_signs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = "auto",
              device: str | torch.device | None = "auto", refine: bool = True, n_iter: int = 4,
              n_oversamples: int = 10, seed: int | torch.Generator = 0,
-             block_rows: int | None = None, progress: bool = False) -> Spectrum:
+             block_rows: int | None = None, progress: bool = False, workers: int = 1) -> Spectrum:
     """Singular values (all, or the top ``k``) and leading singular vectors of a matrix.
 
     The one SVD entry point of the project (DESIGN.md "analysis"; FADE Sec. 4.2,
@@ -735,6 +770,12 @@ def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = 
         Rows per streamed float64 block (default: 64 MiB blocks).
     progress : bool
         Show a tqdm bar over the blocks of each pass.
+    workers : int
+        CPU, ``"gram"`` and ``"gram32"``: threads for the Gram pass.  Its row blocks alternate
+        between two partial Grams, accumulated side by side by up to two threads (one BLAS thread
+        each, the BLAS called without the GIL) and added at the end, so the numbers do not depend
+        on ``workers``; with ``workers ≥ 2`` two row blocks exist at a time (pass ``block_rows``
+        halved to keep the memory of one).
 
     Returns
     -------
@@ -771,6 +812,7 @@ def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = 
     n_iter = checks.integer("n_iter", n_iter, low=0)
     n_oversamples = checks.integer("n_oversamples", n_oversamples, low=0)
     block_rows = checks.integer("block_rows", block_rows, low=1, allow_none=True)
+    workers = checks.integer("workers", workers, low=1)
     if not isinstance(seed, torch.Generator):
         seed = checks.integer("seed", seed, low=0)
     dev = resolve_device(device, A)
@@ -783,7 +825,7 @@ def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = 
     if method == "svd":
         s, fro, U, V = _direct(A, dev, k, r)
     else:
-        st = _Stream(A, dev, block_rows, progress)
+        st = _Stream(A, dev, block_rows, progress, workers)
         transposed = st.transposed
         if method == "gram32" and not (st.cpu and _float32_input(A)):
             method = "gram"

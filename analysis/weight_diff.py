@@ -170,8 +170,10 @@ class _Background:
     """Top-``k`` spectra of the block weights computed by ``workers`` threads side by side
     (``analysis.spectra``'s ``"gram32"`` releases the GIL in every heavy step, each call on one
     BLAS thread: no thread pools spinning against each other on a busy machine), while the main
-    thread reads and differences the next tensors.  At most ``workers`` jobs are in flight; each
-    job's ``fill`` runs in the main thread, in submission order.  ``workers = 1``: inline."""
+    thread reads and differences the next tensors.  At most ``2·workers`` jobs are queued or
+    running (a worker that finishes finds the next job waiting instead of idling while the main
+    thread reads); each job's ``fill`` runs in the main thread, in submission order.
+    ``workers = 1``: inline."""
 
     def __init__(self, workers: int):
         self.workers = workers
@@ -183,7 +185,7 @@ class _Background:
             with _phase("spectra"):
                 fill(job())
             return
-        while len(self.pending) >= self.workers:
+        while len(self.pending) >= 2 * self.workers:
             self._pop()
         self.pending.append((self.pool.submit(job), fill))
 
@@ -769,7 +771,7 @@ def _diff(t0: float, base: str, checkpoints: Sequence[str], *, device: str, top_
         stack.enter_context(_blas_threads(CPU_BLAS_THREADS))
     bg = _BG = _Background(workers if dev.type == "cpu" and not ops.torch else 1)
     # tensors above this size wait for the background spectra to finish first (memory: the
-    # jobs in flight and the tensors being read stay within one largest-tensor budget)
+    # 2·workers jobs in flight and the two tensors being read stay within one largest-tensor budget)
     small = budget // (2 * bg.workers + 2)
     try:
         if adapters:
@@ -1138,9 +1140,14 @@ def _measure(r: _Run, p: TensorPair, D: Any, base_l2: float, ops: _Ops, dev: tor
             fast = (k is not None and k < d and not ops.torch and dev.type == "cpu"
                     and getattr(D, "dtype", None) == np.float32 and tall * short > _FAST_MIN_ELEMS)
 
-            def job() -> spectra.Spectrum:
-                return spectra.spectrum(D, k, n_vectors=nv, device=dev, block_rows=block_rows,
-                                        method="gram32" if fast else "auto")
+            background = fast and _BG is not None and _BG.pool is not None
+
+            gram_workers = 1 if background or _BG is None or dev.type != "cpu" else _BG.workers
+
+            def job() -> spectra.Spectrum:   # inline (the head, ...): the Gram pass split between workers,
+                return spectra.spectrum(D, k, n_vectors=nv, device=dev,   # in half-size blocks (same memory)
+                                        block_rows=block_rows if gram_workers == 1 else max(1, block_rows // 2),
+                                        method="gram32" if fast else "auto", workers=gram_workers)
 
             def fill(spec: spectra.Spectrum) -> None:
                 _fill_spectrum(r, p.name, rec, spec, full=full, is_head=is_head, top_k=top_k)

@@ -1,4 +1,5 @@
-"""``rlvr-figures list | make NAME... --out DIR | make --all [--full] | check [--full]`` (also ``python -m figures``).
+"""``rlvr-figures list | make NAME... --out DIR | make --all [--full] | check [--full] | guide | gallery``
+(also ``python -m figures``).
 
 ``check`` makes the figures, prints every paper claim next to ours (pass / explained / not
 reproducible here / fail) and writes that table to ``docs/reproduction.md``; it exits 1 when a
@@ -7,6 +8,14 @@ their precision (numbers within tol/10 of those shown) is left untouched, so ``m
 checkout clean (:func:`figures.registry.write_reproduction`).  Parsing, errors (exit 2), Ctrl-C (130), a closed pipe (141)
 and ``--threads`` are those of every console script of the toolkit (:mod:`rlvr_theory.runner`,
 ``docs/cli.md``).
+
+``guide`` rewrites the generated table of ``docs/choosing_an_advantage.md``
+(:func:`figures.guide.guide_markdown`); ``gallery`` writes a thumbnail of every figure of a
+figures folder to ``docs/gallery/`` and rewrites the generated gallery of ``docs/figures.md``
+from the registry and ``docs/reproduction.md`` (:func:`figures.guide.gallery_markdown`).  Both
+replace only the part between their ``<!-- BEGIN GENERATED: ... -->`` and
+``<!-- END GENERATED -->`` markers, atomically; with ``--check`` they write nothing and exit 1
+when the document is stale.
 
 Before any figure is made, the names are checked (an unknown one is refused and nothing is
 written) and so are ``--out`` and ``--doc`` (:func:`analysis.io.check_out`): an existing
@@ -32,10 +41,10 @@ import argparse
 from collections.abc import Sequence
 
 from analysis.io import check_out
-from rlvr_theory import runner
+from rlvr_theory import checks, runner
 from rlvr_theory.serialize import fmt_number
 
-from . import registry
+from . import guide, registry
 
 __all__ = ["main", "main_exit", "build_parser"]
 
@@ -89,6 +98,37 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if counts.get("fail", 0) else 0
 
 
+def _guide(args: argparse.Namespace) -> int:
+    check_out(args.doc, kind="file", arg="doc")
+    changed = guide.update_document(args.doc, guide.GUIDE_MARKER, guide.guide_markdown(), check=args.check)
+    return _report(args.doc, changed, args.check)
+
+
+def _gallery(args: argparse.Namespace) -> int:
+    check_out(args.doc, kind="file", arg="doc")
+    check_out(args.reproduction, kind="file", arg="reproduction")
+    try:
+        text = open(args.reproduction, encoding="utf-8").read()
+    except FileNotFoundError:
+        raise ValueError(f"reproduction: {args.reproduction} does not exist; run `rlvr-figures check` first") from None
+    width = checks.integer("width", args.width, low=16)
+    body = guide.gallery_markdown(text, thumbs=args.thumbs)
+    guide.update_document(args.doc, guide.GALLERY_MARKER, body, check=True)  # refuses a doc without markers
+    if not args.check and not args.no_thumbnails:
+        paths = guide.write_thumbnails(args.figures, args.out, width=width)
+        print(f"{len(paths)} thumbnails written to {args.out}")
+    changed = guide.update_document(args.doc, guide.GALLERY_MARKER, body, check=args.check)
+    return _report(args.doc, changed, args.check)
+
+
+def _report(doc: str, changed: bool, check: bool) -> int:
+    if check:
+        print(f"{doc}: {'stale, run the command without --check' if changed else 'up to date'}")
+        return 1 if changed else 0
+    print(f"{doc}: {'generated part rewritten' if changed else 'unchanged'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rlvr-figures`` parser; each subcommand sets ``func`` (dispatched by :func:`runner.run`)."""
     ap = argparse.ArgumentParser(prog=PROG, description="Regenerate the papers' figures and tables.")
@@ -111,6 +151,24 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--quiet", action="store_true", help="print only the summary")
     runner.add_threads_option(ck)
     ck.set_defaults(func=_check)
+    gd = sub.add_parser("guide", help="rewrite the generated table of docs/choosing_an_advantage.md")
+    gd.add_argument("--doc", default="docs/choosing_an_advantage.md",
+                    help="the guide to update (default docs/choosing_an_advantage.md)")
+    gd.add_argument("--check", action="store_true", help="write nothing; exit 1 if the table is stale")
+    runner.add_threads_option(gd)
+    gd.set_defaults(func=_guide)
+    gl = sub.add_parser("gallery", help="thumbnails of made figures + the generated gallery of docs/figures.md")
+    gl.add_argument("--figures", default="figures/out", help="folder of made figures, NAME.png (default figures/out)")
+    gl.add_argument("--out", default="docs/gallery", help="thumbnail folder (default docs/gallery)")
+    gl.add_argument("--doc", default="docs/figures.md", help="gallery page to update (default docs/figures.md)")
+    gl.add_argument("--reproduction", default="docs/reproduction.md",
+                    help="claims table the statuses are read from (default docs/reproduction.md)")
+    gl.add_argument("--thumbs", default="gallery", help="thumbnail folder as linked from --doc (default gallery)")
+    gl.add_argument("--width", type=float, default=guide.THUMB_WIDTH, help="thumbnail width in pixels (default 480)")
+    gl.add_argument("--no-thumbnails", action="store_true", help="only rewrite the text (no figures folder needed)")
+    gl.add_argument("--check", action="store_true", help="write nothing; exit 1 if the gallery text is stale")
+    runner.add_threads_option(gl)
+    gl.set_defaults(func=_gallery)
     return ap
 
 

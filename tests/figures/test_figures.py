@@ -135,6 +135,7 @@ def test_committed_reproduction_table_is_its_own_rendering_and_stable_below_its_
     text = COMMITTED.read_text()
     table = registry.parse_reproduction_markdown(text)
     assert len(table) > 100 and f"Summary: {len(table)} claims" in text
+    assert "(figures.md#gallery)" in registry.reproduction_markdown(table)   # links the gallery
     assert registry.ROUNDING_RULE in text
     assert registry.reproduction_markdown(table) == text
     for sign in (1, -1):

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
-from rlvr_theory import advantages
 from simulations.grpo import cli, config, losses
 
 # ---------------------------------------------------------------- the batch
@@ -138,21 +136,6 @@ def test_one_token_sequences_are_ppo():
         s, _ = losses.policy_loss(logp, old, adv, mask, loss=neg)
         p, _ = losses.policy_loss(logp, old, adv, mask, loss=tok)
         assert float(s) == pytest.approx(float(p), rel=1e-12)
-
-
-def test_gspo_n_is_gspo_on_the_negative_advantages_only():
-    rewards = np.array([[1, 0, 0, 1], [0, 0, 0, 1]], float)
-    a_grpo = torch.tensor(advantages.get("grpo")(rewards).ravel())
-    a_neg = torch.tensor(advantages.get("grpo_n")(rewards).ravel())
-    g = torch.Generator().manual_seed(0)
-    old = -torch.rand(8, 5, generator=g, dtype=torch.float64)
-    logp = old + 0.3 * torch.randn(8, 5, generator=g, dtype=torch.float64)
-    mask = torch.ones(8, 5)
-    mask[:, 3:] = 0
-    for mode in losses.AGGREGATIONS:
-        n_loss, _ = losses.policy_loss(logp, old, a_grpo, mask, loss="gspo-n", aggregation=mode, max_new_tokens=5)
-        p_loss, _ = losses.policy_loss(logp, old, a_neg, mask, loss="gspo", aggregation=mode, max_new_tokens=5)
-        assert float(n_loss) == pytest.approx(float(p_loss), rel=1e-12)
 
 
 def test_per_token_advantages():

@@ -100,7 +100,9 @@ def test_cispo_keeps_the_gradient_of_clipped_tokens():
     assert stats.clip_frac_high == pytest.approx(3 / 9)
 
 
-def test_grpo_n_is_ppo_on_the_negative_advantages_only():
+@pytest.mark.parametrize("neg, full", [("grpo-n", "ppo"), ("gspo-n", "gspo")])
+def test_negative_only_loss_is_its_full_loss_on_the_negative_advantages_only(neg, full):
+    """GRPO-N is PPO-clip and GSPO-N is GSPO on the negative advantages only."""
     rewards = np.array([[1, 0, 0, 1], [0, 0, 0, 1]], float)
     a_grpo = torch.tensor(advantages.get("grpo")(rewards).ravel())
     a_neg = torch.tensor(advantages.get("grpo_n")(rewards).ravel())
@@ -110,11 +112,11 @@ def test_grpo_n_is_ppo_on_the_negative_advantages_only():
     mask = torch.ones(8, 5)
     mask[:, 3:] = 0
     for mode in losses.AGGREGATIONS:
-        n_loss, _ = losses.policy_loss(logp, old, a_grpo, mask, loss="grpo-n", aggregation=mode, max_new_tokens=5)
-        p_loss, _ = losses.policy_loss(logp, old, a_neg, mask, loss="ppo", aggregation=mode, max_new_tokens=5)
+        n_loss, _ = losses.policy_loss(logp, old, a_grpo, mask, loss=neg, aggregation=mode, max_new_tokens=5)
+        p_loss, _ = losses.policy_loss(logp, old, a_neg, mask, loss=full, aggregation=mode, max_new_tokens=5)
         assert float(n_loss) == pytest.approx(float(p_loss), rel=1e-12)
     # and positives alone give nothing
-    z, _ = losses.policy_loss(logp, old, a_grpo.clamp_min(0), mask, loss="grpo-n")
+    z, _ = losses.policy_loss(logp, old, a_grpo.clamp_min(0), mask, loss=neg)
     assert float(z) == 0.0
 
 
