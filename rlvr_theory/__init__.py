@@ -6,14 +6,15 @@ finite-G expectation, ratios, tables), :mod:`~rlvr_theory.schedules` (FADE and A
 schedules), :mod:`~rlvr_theory.tail_miss` (F-GRPO Lemma 3.1), :mod:`~rlvr_theory.variance`
 (FADE App. 14), :mod:`~rlvr_theory.entropy` and :mod:`~rlvr_theory.categorical` (one-step
 softmax identities), :mod:`~rlvr_theory.sharpening` (Over-Sharpening Sec. 2) and
-:mod:`~rlvr_theory.rank1` (FADE App. 15).  Shared by the whole toolkit:
+:mod:`~rlvr_theory.rank1` (FADE App. 15), :mod:`~rlvr_theory.multiturn` (FADE App. 9: multi-turn
+reachability, retries).  Shared by the whole toolkit:
 :mod:`~rlvr_theory.checks` (argument checks), :mod:`~rlvr_theory.registry` (the registry
 class), :mod:`~rlvr_theory.serialize` (JSON policy, number formatting) and
 :mod:`~rlvr_theory.runner` (the command-line runner).  See docs/README.md.
 """
 
-from . import advantages, categorical, entropy, masses, rank1, schedules, sharpening, tail_miss, variance
+from . import advantages, categorical, entropy, masses, multiturn, rank1, schedules, sharpening, tail_miss, variance
 
 __version__ = "0.1.0"
 __all__ = ["advantages", "masses", "schedules", "tail_miss", "variance", "entropy", "categorical",
-           "sharpening", "rank1", "__version__"]
+           "sharpening", "rank1", "multiturn", "__version__"]

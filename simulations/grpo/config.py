@@ -50,7 +50,7 @@ from . import models, tasks
 from .losses import AGGREGATIONS, LOSSES
 
 __all__ = ["RunSettings", "SFTConfig", "GRPOConfig", "EvalConfig", "SweepConfig", "RESUMABLE_CHANGES",
-           "DEFAULT_EPS", "REWARD_LIMIT", "EVAL_FILES", "SWEEP_FILES", "check_out_dir", "read_run_settings"]
+           "DEFAULT_EPS", "LATER_SETTINGS", "REWARD_LIMIT", "EVAL_FILES", "SWEEP_FILES", "check_out_dir", "read_run_settings"]
 
 #: GRPO settings that may differ between a run and its resumption
 #: (``out`` too: a run directory that was moved or copied is resumed where it is now)
@@ -191,8 +191,13 @@ def read_run_settings(run_dir: str | os.PathLike, cls: type | None = None) -> di
     return settings
 
 
+#: GRPO settings added after runs were first written, with the value a run_config.json without
+#: them stands for (their defaults: the behaviour before they existed)
+LATER_SETTINGS = {"dynamic_sampling": False, "max_refill_rounds": 8, "drop_easiest": 0.0,
+                  "filter_queries": 256, "filter_samples": 8}
+
 #: settings that a run_config.json may lack (added after runs were first written)
-_OPTIONAL_SAVED = frozenset({"overwrite", "rollout_log"})
+_OPTIONAL_SAVED = frozenset({"overwrite", "rollout_log", *LATER_SETTINGS})
 
 
 # ===================================================================== settings
@@ -353,6 +358,19 @@ class GRPOConfig(RunSettings):
     rollout_log: bool = field(default=True, metadata={
         "help": "write every rollout's prompt, group, reward, advantage and length to "
                 "OUT/rollouts/step_XXXXXX.parquet, for rlvr-audit (--no-rollout-log: don't)"})
+    dynamic_sampling: bool = field(default=False, metadata={
+        "help": "DAPO dynamic sampling: drop the groups whose G rewards are all equal (no signal) and draw "
+                "more prompts until B groups with signal are collected or --max-refill-rounds is reached"})
+    max_refill_rounds: int = field(default=8, metadata={
+        "help": "with --dynamic-sampling, extra generation rounds per step at most; at the cap the batch is "
+                "completed with the first groups without signal that were drawn"})
+    drop_easiest: float = field(default=0.0, metadata={
+        "help": "drop this fraction of the training queries, those the initial policy solves most often, "
+                "before training (Over-Sharpening App. I baseline: 0.25; 0: off, queries drawn afresh)"})
+    filter_queries: int = field(default=256, metadata={
+        "help": "with --drop-easiest, the size of the fixed training set drawn before training"})
+    filter_samples: int = field(default=8, metadata={
+        "help": "with --drop-easiest, rollouts per query to estimate its solve rate"})
     checkpoint_every: int = field(default=50, metadata={"help": "save a checkpoint every k steps (and at the end)"})
     log_every: int = field(default=10, metadata={"help": "rewrite the metrics files every k steps"})
     resume: bool = field(default=False, metadata={
@@ -389,6 +407,12 @@ class GRPOConfig(RunSettings):
             setattr(self, name, checks.number(name, getattr(self, name), low=0, allow_none=True))
         for name in ("kl_coef", "entropy_coef"):
             setattr(self, name, checks.number(name, getattr(self, name), low=0))
+        if not isinstance(self.dynamic_sampling, bool):
+            raise ValueError(f"dynamic_sampling must be True or False, got {self.dynamic_sampling!r}")
+        self.max_refill_rounds = checks.integer("max_refill_rounds", self.max_refill_rounds, low=0)
+        self.drop_easiest = checks.probability("drop_easiest", self.drop_easiest, high_open=True)
+        for name in ("filter_queries", "filter_samples"):
+            setattr(self, name, checks.integer(name, getattr(self, name), low=1))
         self._validate_common(resume=self.resume)
         n = self.batch_size * self.group_size
         self._check_memory(task, sequences=n, new_tokens=self.max_new_tokens or task.max_answer_len() + 2,

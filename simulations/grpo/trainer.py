@@ -3,7 +3,13 @@
 One step (FADE Alg. 1-2; F-GRPO Sec. 2.2):
 
 1. draw ``B`` training prompts; sample ``G`` rollouts each at temperature 1, top-p 1, with a
-   KV cache (:mod:`.rollout`);
+   KV cache (:mod:`.rollout`).  With ``dynamic_sampling`` (DAPO, Yu et al. 2025, Sec. 3.2) the
+   groups whose ``G`` rewards are all equal carry no signal: they are dropped and as many new
+   prompts drawn, for at most ``max_refill_rounds`` more rounds; at the cap the batch is
+   completed with the first groups without signal that were drawn.  With ``drop_easiest > 0``
+   (Over-Sharpening App. I's filtering baseline) the prompts come from a fixed training set of
+   ``filter_queries`` problems drawn before training, less the ``drop_easiest`` share that the
+   initial policy solves most often (:func:`estimate_solve_rates`, :func:`easiest`);
 2. rewards ``r ∈ {R_w, R_c}`` from the task's verifier, shape ``[B, G]`` (F-GRPO Eq. 1);
 3. old log-probs and token entropies of the sampled tokens, and reference log-probs when a
    KL to the initial policy is penalised or logged (no gradient); with one epoch of one
@@ -49,17 +55,24 @@ from rlvr_theory.advantages import Advantage
 
 from . import checkpoint as ck
 from . import models, rollout, tasks
-from .config import RESUMABLE_CHANGES, GRPOConfig, read_run_settings
+from .config import LATER_SETTINGS, RESUMABLE_CHANGES, GRPOConfig, read_run_settings
 from .losses import policy_loss
 
 __all__ = ["GRPOConfig", "StepRecord", "train", "METRIC_COLUMNS", "RESUMABLE_CHANGES", "ROLLOUT_DIR",
-           "rollout_log_name", "write_rollout_log"]
+           "rollout_log_name", "write_rollout_log", "estimate_solve_rates", "easiest", "has_signal",
+           "QUERY_FILTER_FILE"]
 
 #: the per-step columns of metrics.jsonl / metrics.csv, in order (more follow)
 METRIC_COLUMNS = ("step", "reward_mean", "solve_rate", "frac_all_correct", "frac_all_wrong", "m_S", "m_F",
                   "entropy", "clip_frac_low", "clip_frac_high", "kl", "grad_norm", "head_delta_norm",
                   "response_len_mean", "step_time", "tokens_per_s", "alpha", "delta",
                   "m_ratio", "entropy_nll", "loss", "pg_loss", "lr", "adv_abs_mean", "rollout_time")
+#: columns added with ``dynamic_sampling``: groups generated this step, groups left out of the update
+#: (``groups_drawn = B + groups_dropped``), extra generation rounds, and groups without signal the
+#: update used because the cap on rounds was reached
+DYNAMIC_SAMPLING_COLUMNS = ("groups_drawn", "groups_dropped", "refill_rounds", "groups_without_signal")
+#: with ``drop_easiest > 0``: the training set, each query's estimated solve rate and whether it was dropped
+QUERY_FILTER_FILE = "query_filter.json"
 
 
 @dataclass
@@ -96,7 +109,7 @@ def _prepare_out(cfg: GRPOConfig, out: Path, dev: torch.device) -> tuple[int, Pa
     """Create the run directory (``run_config.json`` first), or, with ``resume``, check that the
     saved settings match and return the checkpoint to restart from (``None``: none yet)."""
     if cfg.resume:
-        old = read_run_settings(out) or {}
+        old = {**LATER_SETTINGS, **(read_run_settings(out) or {})}
         new = cfg.to_json()
         diff = [k for k in new if k not in RESUMABLE_CHANGES and old.get(k) != new[k]]
         if diff:
@@ -174,6 +187,81 @@ def _drop_rollout_logs_after(out: Path, step: int) -> None:
             p.unlink(missing_ok=True)
 
 
+# ------------------------------------------------------------ data options
+def has_signal(rewards: np.ndarray) -> np.ndarray:
+    """``[n]`` bool: the groups (rows of ``rewards [n, G]``) whose rewards are not all equal.
+
+    >>> has_signal(np.array([[1., 0.], [1., 1.], [0., 0.]]))
+    array([ True, False, False])
+    """
+    return rewards.max(axis=1) > rewards.min(axis=1)
+
+
+def estimate_solve_rates(model: Any, tok: Any, task: tasks.Task, problems: list[tasks.Problem], *, samples: int,
+                         max_new_tokens: int, temperature: float, top_p: float, generator: torch.Generator,
+                         chunk: int = 64) -> np.ndarray:
+    """``[n]``: the share of ``samples`` rollouts of ``model`` that the verifier accepts, per problem
+    (the empirical solve rate; prompts are generated ``chunk`` at a time)."""
+    rates = []
+    device = next(model.parameters()).device
+    for i in range(0, len(problems), chunk):
+        part = problems[i:i + chunk]
+        ids, pmask = rollout.encode_prompts(tok, [p.prompt for p in part], repeat=samples, device=device)
+        ro = rollout.sample(model, ids, pmask, max_new_tokens=max_new_tokens, eos_id=tok.eos_token_id,
+                            pad_id=tok.pad_token_id, temperature=temperature, top_p=top_p, generator=generator)
+        correct, _ = rollout.score(task, [p for p in part for _ in range(samples)], tok, ro)
+        rates.append(correct.reshape(len(part), samples).mean(axis=1))
+    return np.concatenate(rates)
+
+
+def easiest(rates: np.ndarray, fraction: float) -> np.ndarray:
+    """Sorted indices of the ``floor(fraction·n)`` queries with the highest solve rate (ties: the
+    one drawn first goes first).
+
+    >>> easiest(np.array([.5, 1., .25, 1., 0., .75, .5, .5]), 0.25)
+    array([1, 3])
+    """
+    k = int(np.floor(fraction * len(rates) + 1e-9))
+    return np.sort(np.argsort(-np.asarray(rates), kind="stable")[:k])
+
+
+def _training_set(cfg: GRPOConfig, task: tasks.Task, model: Any, tok: Any, max_new: int,
+                  dev: torch.device, out: Path) -> list[tasks.Problem]:
+    """Over-Sharpening App. I's filtering baseline: ``filter_queries`` training problems drawn once,
+    their solve rates under the initial policy, the easiest ``drop_easiest`` share dropped.  Its own
+    generators (seeded from ``seed``): the same set on a resumed run; written to ``query_filter.json``."""
+    rng = np.random.default_rng([cfg.seed, 3])
+    pool = task.sample(rng, cfg.filter_queries)
+    gen = torch.Generator(device=dev).manual_seed(int(rng.integers(2**62)))
+    rates = estimate_solve_rates(model, tok, task, pool, samples=cfg.filter_samples, max_new_tokens=max_new,
+                                 temperature=cfg.temperature, top_p=cfg.top_p, generator=gen)
+    dropped = np.zeros(len(pool), bool)
+    dropped[easiest(rates, cfg.drop_easiest)] = True
+    ck.write_json(out / QUERY_FILTER_FILE, {
+        "fraction": cfg.drop_easiest, "samples": cfg.filter_samples,
+        "queries": [{"prompt": p.prompt, "answer": p.answer, "solve_rate": float(r), "dropped": bool(d)}
+                    for p, r, d in zip(pool, rates, dropped)]})
+    return [p for p, d in zip(pool, dropped) if not d]
+
+
+def _concat_rollouts(parts: list[rollout.Rollouts], pad_id: int) -> rollout.Rollouts:
+    """The rows of several rollout batches in one (prompts left-padded, responses right-padded)."""
+    if len(parts) == 1:
+        return parts[0]
+    P = max(r.prompt_ids.shape[1] for r in parts)
+    T = max(r.response_ids.shape[1] for r in parts)
+    F = torch.nn.functional
+
+    def cat(name: str, left: bool, value: float) -> torch.Tensor:
+        width = P if left else T
+        return torch.cat([F.pad(t, (width - t.shape[1], 0) if left else (0, width - t.shape[1]), value=value)
+                          for t in (getattr(r, name) for r in parts)])
+    entropy = cat("entropy", False, 0.0) if all(r.entropy is not None for r in parts) else None
+    return rollout.Rollouts(cat("prompt_ids", True, pad_id), cat("prompt_mask", True, 0),
+                            cat("response_ids", False, pad_id), cat("response_mask", False, 0),
+                            torch.cat([r.completed for r in parts]), entropy)
+
+
 class _Diverged(Exception):
     """Raised inside a step when a number that must be finite is not."""
 
@@ -218,6 +306,8 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
     if cfg.kl_coef > 0 or cfg.log_kl:
         ref = copy.deepcopy(model).eval().requires_grad_(False)
     head0 = models.output_head(model).detach().clone()
+    # the filtering baseline's training set, from the initial policy (before a resumed state is loaded)
+    train_set = _training_set(cfg, task, model, tok, max_new, dev, out) if cfg.drop_easiest > 0 else None
 
     # ---- optimizer, randomness, schedule -----------------------------------
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -281,6 +371,19 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
     # one epoch of one minibatch: the update's forward pass also gives the old log-probs (step 3)
     single_pass = cfg.ppo_epochs == 1 and cfg.minibatches == 1
 
+    def generate(n: int) -> tuple[list[tasks.Problem], rollout.Rollouts, np.ndarray]:
+        """``n`` training prompts × ``G`` rollouts and their verdicts ``[n, G]``."""
+        if train_set is None:
+            problems = task.sample(np_rng, n)
+        else:
+            problems = [train_set[i] for i in np_rng.integers(len(train_set), size=n)]
+        ids, pmask = rollout.encode_prompts(tok, [p.prompt for p in problems], repeat=G, device=dev)
+        ro = rollout.sample(model, ids, pmask, max_new_tokens=max_new, eos_id=tok.eos_token_id,
+                            pad_id=tok.pad_token_id, temperature=cfg.temperature, top_p=cfg.top_p,
+                            generator=gen)
+        correct, _ = rollout.score(task, [p for p in problems for _ in range(G)], tok, ro)
+        return problems, ro, correct.reshape(n, G)
+
     from tqdm.auto import tqdm
 
     bar = tqdm(range(start + 1, cfg.steps + 1), desc="grpo", disable=cfg.quiet, leave=False,
@@ -289,17 +392,32 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
         for step in bar:
             t0 = time.perf_counter()
 
-            # 1. B prompts × G rollouts (temperature, top-p, KV cache)
-            problems = task.sample(np_rng, B)
-            ids, pmask = rollout.encode_prompts(tok, [p.prompt for p in problems], repeat=G, device=dev)
-            ro = rollout.sample(model, ids, pmask, max_new_tokens=max_new, eos_id=tok.eos_token_id,
-                                pad_id=tok.pad_token_id, temperature=cfg.temperature, top_p=cfg.top_p,
-                                generator=gen)
+            # 1. B prompts × G rollouts (temperature, top-p, KV cache) and their verdicts
+            problems, ro, correct = generate(B)
+            ds_row: dict[str, int] = {}
+            if cfg.dynamic_sampling:  # drop the groups without signal; refill, at most max_refill_rounds times
+                parts = [(problems, ro, correct)]
+                signal = [has_signal(correct)]
+                n_signal, rounds = int(signal[0].sum()), 0
+                while n_signal < B and rounds < cfg.max_refill_rounds:
+                    rounds += 1
+                    parts.append(generate(B - n_signal))
+                    signal.append(has_signal(parts[-1][2]))
+                    n_signal += int(signal[-1].sum())
+                keep = np.concatenate(signal)
+                # the groups with signal, then (at the cap) the first ones without, in the order drawn
+                chosen = np.sort(np.concatenate([np.flatnonzero(keep), np.flatnonzero(~keep)[:B - n_signal]]))
+                problems = [p for part in parts for p in part[0]]
+                problems = [problems[i] for i in chosen]
+                rows = torch.as_tensor((chosen[:, None] * G + np.arange(G)).reshape(-1), device=dev)
+                ro = _concat_rollouts([part[1] for part in parts], tok.pad_token_id).select(rows)
+                correct = np.concatenate([part[2] for part in parts])[chosen]
+                ds_row = {"groups_drawn": len(keep), "groups_dropped": len(keep) - B, "refill_rounds": rounds,
+                          "groups_without_signal": B - n_signal}
             t_rollout = time.perf_counter() - t0
 
             # 2. rewards from the verifier, [B, G]
-            correct, _ = rollout.score(task, [p for p in problems for _ in range(G)], tok, ro)
-            rewards = np.where(correct, Rc, Rw).reshape(B, G)
+            rewards = np.where(correct, Rc, Rw)
             lengths = ro.lengths.cpu().numpy().reshape(B, G)
             mask = ro.response_mask.float()
 
@@ -392,6 +510,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
                 "m_ratio": m_S / m_F if m_F != 0 else None, "entropy_nll": entropy_nll,
                 "loss": float(np.mean(losses)), "pg_loss": float(np.mean([s.pg_loss for s in stats])),
                 "lr": lr_sched.get_last_lr()[0], "adv_abs_mean": float(np.abs(A).mean()), "rollout_time": t_rollout,
+                **ds_row,
             }
             for key, value in row.items():
                 if isinstance(value, float):
