@@ -300,10 +300,6 @@ def figure_description(name: str) -> str:
     return " ".join(doc.split()).rstrip(".")
 
 
-def _esc(text: str) -> str:
-    return str(text).replace("|", "\\|")
-
-
 def gallery_markdown(reproduction_text: str, *, thumbs: str = "gallery") -> str:
     """The generated gallery of ``docs/figures.md``: one section per registered figure with its
     thumbnail ``{thumbs}/NAME.png``, title, source, :func:`figure_description` and its claims
@@ -333,7 +329,7 @@ def gallery_markdown(reproduction_text: str, *, thumbs: str = "gallery") -> str:
             "no claims in reproduction.md yet (run `rlvr-figures check`)"
         lines += ["", f"### {name}", "",
                   f"[![{name}]({thumbs}/{name}.png)]({thumbs}/{name}.png)", "",
-                  f"**{_esc(spec.title)}** — {_esc(spec.source)}. `rlvr-figures make {name}`", "",
+                  f"**{registry._escape(spec.title)}** — {registry._escape(spec.source)}. `rlvr-figures make {name}`", "",
                   f"Shows: {figure_description(name)}.", "", f"Claims ({summary}):"]
         if len(rows):
             lines.append("")
