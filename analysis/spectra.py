@@ -147,6 +147,7 @@ __all__ = [
     "effective_rank",
     "srank",
     "leading_vectors",
+    "successive_alignment",
     "summary",
     "resolve_device",
     "METHODS",
@@ -1001,6 +1002,48 @@ def leading_vectors(W: Any, r: int = 1, **options: Any) -> tuple[np.ndarray, np.
         spec = spectrum(A, k, n_vectors=r, **opts)
     assert spec.u is not None and spec.v is not None
     return spec.u[:, :r], spec.s[:r].copy(), spec.v[:, :r]
+
+
+def successive_alignment(prev: Any, cur: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Alignment of two successive output-head gradients (FADE Cor. 15.3, "cross-step accumulation").
+
+    Returns ``(cos, u_cos)``: ``cos = ⟨g_{t−1}, g_t⟩_F / (‖g_{t−1}‖_F ‖g_t‖_F)``, the signed cosine
+    of the flattened gradients, and ``u_cos = |⟨u_{t−1}, u_t⟩|``, the absolute cosine of their
+    leading right singular vectors (the hidden-side direction ``u`` ∈ R^d of ``g_t ≈ w_t ⊗ u``;
+    the sign of a singular vector is arbitrary, hence the absolute value).  The corollary's
+    condition is ``u_cos → 1``: then ``Σ_t η_t g_t`` stays rank-1.  FADE reports ``|cos| ≈ 1.0``
+    from step ~600 for asymmetric advantages and lower values for symmetric ones.
+
+    ``prev``, ``cur``: arrays (numpy or torch) of the same shape ``[..., V, d]``; leading axes are
+    a batch (one value per matrix).  A zero gradient gives NaN for both (no direction).  The
+    leading vector of a matrix whose top two singular values tie is not unique; ``u_cos`` is then
+    not meaningful.
+
+    Examples
+    --------
+    >>> g = np.outer([1.0, -2.0, 0.5], [3.0, 0.0, 4.0])       # rank 1: w ⊗ u
+    >>> cos, u_cos = successive_alignment(g, -0.5 * g)
+    >>> float(cos), float(u_cos)
+    (-1.0, 1.0)
+    >>> h = np.array([[1.0, 0.0], [0.0, 2.0]])
+    >>> [round(float(x), 6) for x in successive_alignment(h, h.T @ np.array([[0.0, 1.0], [1.0, 0.0]]))]
+    [0.0, 0.0]
+    """
+    a = np.asarray(prev.detach().cpu() if isinstance(prev, torch.Tensor) else prev, dtype=np.float64)
+    b = np.asarray(cur.detach().cpu() if isinstance(cur, torch.Tensor) else cur, dtype=np.float64)
+    if a.shape != b.shape or a.ndim < 2:
+        raise ValueError(f"prev and cur must be matrices [..., V, d] of the same shape, got {a.shape} and {b.shape}")
+    ma, mb = (np.max(np.abs(x), axis=(-2, -1), keepdims=True) for x in (a, b))
+    a, b = a / np.where(ma > 0, ma, 1.0), b / np.where(mb > 0, mb, 1.0)   # scale-free: no under/overflow
+    na = np.sqrt(np.sum(a * a, axis=(-2, -1)))
+    nb = np.sqrt(np.sum(b * b, axis=(-2, -1)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.sum(a * b, axis=(-2, -1)) / (na * nb)
+        ua = np.linalg.svd(a, full_matrices=False)[2][..., 0, :]
+        ub = np.linalg.svd(b, full_matrices=False)[2][..., 0, :]
+        u_cos = np.abs(np.sum(ua * ub, axis=-1))
+    bad = (na == 0) | (nb == 0)
+    return np.where(bad, np.nan, np.clip(cos, -1.0, 1.0)), np.where(bad, np.nan, np.minimum(u_cos, 1.0))
 
 
 def summary(W: Any, *, deltas: float | Sequence[float] = (0.01,), k: int | None = None,
