@@ -14,7 +14,8 @@ uniforms and over configurations to step a schedule's scalar state):
   ``K`` failure modes each, hidden features whose perpendicular correlation differs for
   correct and failed outcomes (FADE App. 15, Cor. 15.2).  ``ΔW = W_T − W_0`` is the
   output-head update of FADE App. 15; its rank-1 fraction ``r1``, ``s1/s2`` and stable rank
-  come from :func:`analysis.spectra.summary`.
+  come from :func:`analysis.spectra.summary`, the alignment of successive head gradients
+  (FADE Cor. 15.3) from :func:`analysis.spectra.successive_alignment`.
 
 Update rule (both instances; masses convention of :mod:`rlvr_theory.masses`)::
 
@@ -100,10 +101,13 @@ def _check_common(G: Any, steps: Any, lr: Any, optimizer: str, reduction: str,
 
 
 def _spectrum(dW: np.ndarray, step: int, lr: float, where: str) -> dict[str, Any]:
-    """:func:`analysis.spectra.summary` of a head update; one too large for float64 (its norm
+    """:func:`analysis.spectra.summary` of a head update (NaN metrics and norm 0 for a zero update,
+    which has no direction); one too large for float64 (its norm
     overflows) or not finite is a diverged run (:func:`simulations.cli.diverged`)."""
     from .cli import diverged
 
+    if not np.any(dW) and np.isfinite(dW).all():  # no update yet (e.g. every advantage 0): no direction
+        return {"rank1_fraction": np.nan, "s1_s2": np.nan, "stable_rank": np.nan, "fro_norm": 0.0}
     try:
         sp = spectra.summary(dW, deltas=())
     except ValueError as err:
@@ -437,16 +441,14 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
                 _check_finite(memory.W, t + 1, memory_lr, names, "non-finite memory weights")
             if t % log_every == 0:
                 rows[-1]["reward_mean"] = r.mean((1, 2))
-        traj = []
-        for row in rows:
-            d = {k: v for k, v in row.items() if k != "step"}
-            df = pd.DataFrame(d)
-            df.insert(0, "step", row["step"])
-            df.insert(1, "G", g)
-            df.insert(2, "similarity", [s for s, _ in combos])
-            df.insert(3, "seed", [sd for _, sd in combos])
-            traj.append(df)
-        tr = pd.concat(traj, ignore_index=True)
+        # one frame from the logged rows (each row: C configurations), built column by column
+        cols: dict[str, Any] = {"step": np.repeat(np.array([row["step"] for row in rows], dtype=np.int64), C),
+                                "G": np.full(C * len(rows), g, dtype=np.int64),
+                                "similarity": [s for s, _ in combos] * len(rows),
+                                "seed": np.array([sd for _, sd in combos] * len(rows), dtype=np.int64)}
+        cols.update({k: np.concatenate([np.asarray(row[k], dtype=float) for row in rows])
+                     for k in rows[0] if k != "step"})
+        tr = pd.DataFrame(cols)
         frames_t.append(tr)
         weights[g] = W
         if memory is not None:
@@ -696,6 +698,14 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         With ``mu > 0`` also ``sample_solve_rate`` and ``sample_entropy`` (the same two under
         the calibrated sampling distribution), ``mu``, ``memory_lr``, and
         ``final.attrs["memory_weights"]``: ``{K: W_φ}``.
+        The last two columns, ``grad_cos`` and ``grad_u_cos``, are the alignment of successive
+        head gradients (FADE Cor. 15.3, cross-step accumulation): the row of step ``t`` holds
+        :func:`analysis.spectra.successive_alignment` ``(g_{t−1}, g_t)`` of the policy
+        gradients ``g`` that steps ``t − 1`` and ``t`` computed (the raw gradient, before the
+        optimizer transforms it; ``cos`` of the flattened matrices, ``|cos|`` of their leading
+        right singular vectors); NaN at step 0, at the last step (no gradient is computed
+        there) and where a gradient is zero.  They change nothing else: the other columns are
+        those of a run without them, bit for bit.
         ``final.attrs["weights"]``: ``{K: (W0, W)}``, ``W`` of shape (seeds, V, d).
     """
     M = checks.integer("M", M, low=1)
@@ -727,6 +737,7 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
             from tqdm.auto import tqdm
             it = tqdm(it, desc=f"linear-head population K={k}", leave=False)
         rows = []
+        prev_grad: np.ndarray | None = None                 # the previous step's head gradient [C, V, d]
         ci, mi, gi = np.arange(C)[:, None, None], np.arange(M)[None, :, None], np.arange(G)[None, None, :]
         for t in it:
             pi, solve, ent = _population_policy(W, H, cm, path_p)
@@ -765,6 +776,11 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
                 _check_finite(memory.W, t + 1, memory_lr, names, "non-finite memory weights")
             if logged:
                 rows[-1]["reward_mean"], rows[-1]["alpha"], rows[-1]["delta"] = r.mean((1, 2)), alpha, delta
+                # FADE Cor. 15.3: alignment of this step's head gradient with the previous step's
+                rows[-1]["grad_cos"], rows[-1]["grad_u_cos"] = (
+                    spectra.successive_alignment(prev_grad, grad) if prev_grad is not None
+                    else (np.full(C, np.nan), np.full(C, np.nan)))
+            prev_grad = grad                               # g_t, before the optimizer transforms it
         df = pd.concat([pd.DataFrame(r_) for r_ in rows], ignore_index=True)
         df.insert(1, "K", k)
         out.append(df)
@@ -779,6 +795,8 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
     tr["rho_success"], tr["rho_failure"], tr["shared"] = rho_success, rho_failure, shared
     if mu > 0:
         tr["mu"], tr["memory_lr"] = mu, memory_lr
+    for col in ("grad_cos", "grad_u_cos"):             # added columns: the last ones, after every earlier column
+        tr[col] = tr.pop(col)
     final = tr[tr.step == steps].reset_index(drop=True)
     final.attrs["weights"] = weights
     if mu > 0:

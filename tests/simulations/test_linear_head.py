@@ -323,3 +323,11 @@ def test_linear_head_figures_are_made_and_their_claims_hold(tmp_path):
         assert len(pd.read_csv(tmp_path / f"{name}.csv")) > 0
         c = pd.read_csv(tmp_path / f"{name}.claims.csv", keep_default_na=False)
         assert len(c) > 0 and (c.status != "fail").all(), c[c.status == "fail"]
+
+
+def test_a_run_without_any_update_reports_no_direction_instead_of_diverging():
+    """G = 1 with Dr.GRPO: every advantage is 0, the head never moves; the spectrum of a zero update
+    is NaN (no direction) and its norm 0, not a divergence error."""
+    traj, final = lh.simulate_population(M=4, G=1, seeds=1, advantage="dr_grpo", steps=3, log_every=1)
+    assert (traj.dW_norm.fillna(0) == 0).all() and traj.r1.isna().all() and traj.grad_cos.isna().all()
+    assert final.solve_rate.iloc[0] == traj.solve_rate.iloc[0]
