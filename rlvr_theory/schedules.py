@@ -7,15 +7,21 @@ to the batch the signals came from, as FADE Alg. 2 does (lines 4-8: update the E
 then compute the advantages of the same batch).  ``state_dict()`` /
 ``load_state_dict()`` save and restore the state (plain floats, JSON-serialisable).
 
-Schedules are chosen by name through :func:`get` (``"fade"``, ``"fade-log"``, ``"agrae"``;
-:func:`names`), the one place that builds a schedule from a name and ``--param`` values:
+Schedules are chosen by name through :func:`get` (``"fade"``, ``"fade-log"``, ``"agrae"``,
+``"fade-entropy"``, ``"fade-alpha-only"``, ``"fade-delta-only"``; :func:`names`), the one place
+that builds a schedule from a name and ``--param`` values:
 
 * ``"fade"``, :class:`FADESchedule` — α from an EMA of the solve rate, δ from an EMA of the
   entropy (FADE Eq. 11, Alg. 2);
 * ``"fade-log"``, :class:`FADELogSchedule` — the deterministic logarithmic fit of α(t), δ(t)
   (FADE App. 10, Eq. 17-18);
 * ``"agrae"``, :class:`AGRAESchedule` — A-GRAE with ω_s = batch mean reward (A-GRAE
-  Eq. 11-13).
+  Eq. 11-13);
+* the ablations of FADE Sec. 5 / App. 10 Fig. 9 (:class:`FADESignalsSchedule`):
+  ``"fade-entropy"`` (:class:`FADEEntropySchedule`, the entropy EMA drives both α and δ),
+  ``"fade-alpha-only"`` (:class:`FADEAlphaOnlySchedule`, δ ≡ 1: bit for bit ``"fade"`` with
+  ``H_target=0``) and ``"fade-delta-only"`` (:class:`FADEDeltaOnlySchedule`, α ≡ 1: bit for bit
+  ``"fade"`` with ``alpha_max=1``).
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from . import advantages, checks
 from .advantages import Advantage
 from .registry import Registry
 
-__all__ = ["Schedule", "FADESchedule", "FADELogSchedule", "AGRAESchedule", "names", "get", "register"]
+__all__ = ["Schedule", "FADESchedule", "FADELogSchedule", "AGRAESchedule", "FADESignalsSchedule",
+           "FADEEntropySchedule", "FADEAlphaOnlySchedule", "FADEDeltaOnlySchedule", "names", "get", "register"]
 
 _REGISTRY: Registry[type[Schedule]] = Registry("schedule")
 _finite = checks.number
@@ -40,7 +47,8 @@ def register(cls: type[Schedule]) -> type[Schedule]:
 
 
 def names() -> list[str]:
-    """Registered schedule names, in registration order: ``fade``, ``fade-log``, ``agrae``."""
+    """Registered schedule names, in registration order: ``fade``, ``fade-log``, ``agrae``,
+    ``fade-entropy``, ``fade-alpha-only``, ``fade-delta-only``."""
     return _REGISTRY.names()
 
 
@@ -252,10 +260,146 @@ class AGRAESchedule(Schedule):
         return self.advantage
 
 
+class FADESignalsSchedule(FADESchedule):
+    """FADE with each controller fed by a chosen signal: the ablations of FADE Sec. 5 ("We ablate
+    each component independently ... driving both α and δ from entropy alone") and App. 10 Fig. 9.
+
+    Not registered itself: its three presets are (:func:`get`).  Class attributes pick the signals:
+
+    * ``alpha_from``: ``"solve_rate"`` (FADE Eq. 11: α = clip(3(1−p̂)/(2p̂), 1, α_max)),
+      ``"entropy"`` or ``"none"`` (α ≡ 1, the sign axis only: AsymGRPO with a scheduled δ);
+    * ``delta_from``: ``"entropy"`` (FADE Eq. 11: δ = clip(1 + Ĥ − H*, δ_min, 1)) or ``"none"``
+      (δ ≡ 1, sign-balanced: Power α with a scheduled α).
+
+    **α from the entropy** (``alpha_from="entropy"``).  The paper gives no formula for it; ours
+    is the linear map from the entropy EMA to α that spans FADE's own range::
+
+        α = 1 + (α_max − 1)·clip((Ĥ − H*)/(H0 − H*), 0, 1)        (H0 > H*; α = 1 when H0 <= H*)
+
+    α = α_max while Ĥ is at the initial entropy H0 (where FADE's α starts when the solve rate
+    is low, p̂ <= 1/3), falls linearly as the entropy drops, and reaches 1 exactly when Ĥ reaches
+    H*, which is where δ starts to fall below 1: hard focus first, then the relaxation of α,
+    then failure-biased exploitation — the order FADE's two signals produce in Fig. 8, here
+    from one signal.
+
+    ``H0`` may be left ``None`` (what :func:`get` gives a trainer that does not pass it): the
+    first entropy fed to :meth:`update` is then taken as H0 (FADE Alg. 2 line 1,
+    Ĥ ← H0(π_θ), the initial policy's entropy), and ``H_target`` (when also ``None``) as H0/2.
+    Before that first update α = α_max (``"entropy"``) and δ = 1.  ``H0`` and ``H_target`` are
+    part of :meth:`state_dict`.  The other parameters and the EMA are those of
+    :class:`FADESchedule`; a parameter that its signals make irrelevant is refused by
+    :func:`get` (e.g. ``alpha_max`` for ``"fade-delta-only"``).
+    """
+
+    name = ""
+    alpha_from: str = "solve_rate"
+    delta_from: str = "entropy"
+    #: parameters with no effect under these signals (refused by :func:`get`)
+    unused: tuple[str, ...] = ()
+    _state_keys = FADESchedule._state_keys + ("H0", "H_target")
+
+    def __init__(self, H0: float | None = None, H_target: float | None = None, *, alpha_max: float = 3.0,
+                 beta: float = 0.02, delta_min: float = 0.3, p0: float = 0.5, ema: str = "as_written",
+                 reward_values: tuple[float, float] = (0.0, 1.0)):
+        checks.choice("alpha_from", self.alpha_from, ("solve_rate", "entropy", "none"))
+        checks.choice("delta_from", self.delta_from, ("entropy", "none"))
+        super().__init__(1.0 if H0 is None else H0, H_target, alpha_max=alpha_max, beta=beta,
+                         delta_min=delta_min, p0=p0, ema=ema, reward_values=reward_values)
+        if H0 is None:                      # taken from the first entropy seen (Alg. 2 line 1)
+            self.H0 = self.H_hat = None
+            self.H_target = None if H_target is None else self.H_target
+            self.alpha, self.delta = self._alpha(), self._delta()
+
+    def _alpha(self) -> float:
+        if self.alpha_from == "solve_rate":
+            return super()._alpha()
+        if self.alpha_from == "none" or self.H_hat is None:
+            return 1.0 if self.alpha_from == "none" else self.alpha_max
+        span = self.H0 - self.H_target
+        if span <= 0:
+            return 1.0
+        return 1.0 + (self.alpha_max - 1.0) * _clip((self.H_hat - self.H_target) / span, 0.0, 1.0)
+
+    def _delta(self) -> float:
+        if self.delta_from == "none" or self.H_hat is None:
+            return 1.0
+        return super()._delta()
+
+    def update(self, *, reward_mean: float | None = None, entropy: float | None = None,
+               step: int | None = None) -> Advantage:
+        """As :meth:`FADESchedule.update`; the first call sets ``H0`` (and ``H_target``) when unset."""
+        if self.H0 is None:
+            h = _finite("entropy", entropy, low=0)
+            _reward_mean(reward_mean, self.reward_values)
+            _step(step, self.step)                     # refuse bad input before any state changes
+            self.H0 = self.H_hat = h
+            if self.H_target is None:
+                self.H_target = h / 2
+        return super().update(reward_mean=reward_mean, entropy=entropy, step=step)
+
+
+@register
+class FADEEntropySchedule(FADESignalsSchedule):
+    """FADE with both α and δ driven by the entropy EMA (FADE Sec. 5 simplification (2), Fig. 9
+    "scheduling both on entropy"); α from Ĥ as in :class:`FADESignalsSchedule`.
+
+    Examples
+    --------
+    >>> from rlvr_theory import schedules
+    >>> s = schedules.FADEEntropySchedule(H0=2.0)   # H* = 1; α = 1 + 2·(Ĥ − 1)/(2 − 1)
+    >>> adv = s.update(reward_mean=0.9, entropy=1.5)  # Ĥ = 0.02·2 + 0.98·1.5 = 1.51
+    >>> round(adv.params["alpha"], 6), adv.params["delta"]
+    (2.02, 1.0)
+    """
+
+    name = "fade-entropy"
+    alpha_from = "entropy"
+    unused = ("p0",)
+
+
+@register
+class FADEAlphaOnlySchedule(FADESignalsSchedule):
+    """FADE without δ (δ ≡ 1; FADE Sec. 5 "removing δ", Fig. 9 "adaptive α only"): α from the
+    solve-rate EMA as in Eq. 11.  Bit for bit :class:`FADESchedule` with ``H_target=0``.
+
+    Examples
+    --------
+    >>> from rlvr_theory import schedules
+    >>> s = schedules.FADEAlphaOnlySchedule()
+    >>> adv = s.update(reward_mean=0.4, entropy=0.1)  # p̂ = 0.02·0.5 + 0.98·0.4 = 0.402
+    >>> round(adv.params["alpha"], 6), adv.params["delta"]  # α = 3·0.598/(2·0.402)
+    (2.231343, 1.0)
+    """
+
+    name = "fade-alpha-only"
+    delta_from = "none"
+    unused = ("H_target", "delta_min")
+
+
+@register
+class FADEDeltaOnlySchedule(FADESignalsSchedule):
+    """FADE without α (α ≡ 1; FADE Sec. 5 "removing α", Fig. 9 "ablation α"): AsymGRPO with δ
+    from the entropy EMA as in Eq. 11.  Bit for bit :class:`FADESchedule` with ``alpha_max=1``.
+
+    Examples
+    --------
+    >>> from rlvr_theory import schedules
+    >>> s = schedules.FADEDeltaOnlySchedule(H0=2.0)  # H* = 1
+    >>> adv = s.update(reward_mean=0.25, entropy=0.5)  # Ĥ = 0.02·2 + 0.98·0.5 = 0.53
+    >>> adv.params["alpha"], round(adv.params["delta"], 6)
+    (1.0, 0.53)
+    """
+
+    name = "fade-delta-only"
+    alpha_from = "none"
+    unused = ("alpha_max", "p0")
+
+
 def _parameters(cls: type[Schedule]) -> list[str]:
     """The keyword parameters of a schedule class (without ``reward_values``)."""
     sig = inspect.signature(cls.__init__)
-    return [p for p in sig.parameters if p not in ("self", "reward_values")]
+    unused = getattr(cls, "unused", ())
+    return [p for p in sig.parameters if p not in ("self", "reward_values", *unused)]
 
 
 def get(name: str, *, steps: int | None = None, H0: float | None = None,
@@ -263,8 +407,10 @@ def get(name: str, *, steps: int | None = None, H0: float | None = None,
     """The schedule ``name`` with ``params`` (the ``--param`` values of a command line).
 
     ``steps`` and ``H0`` are what a trainer knows: ``"fade"`` takes ``H0`` (the initial
-    entropy, FADE Alg. 2 line 1; 1.0 when ``None``); ``"fade-log"`` takes ``T = steps``
-    (required for it); the others ignore both.  ``H0`` is also the name of FADE's parameter,
+    entropy, FADE Alg. 2 line 1; 1.0 when ``None``); the ablations ``"fade-entropy"``,
+    ``"fade-alpha-only"``, ``"fade-delta-only"`` take it too (when ``None``: the first entropy
+    their ``update`` sees); ``"fade-log"`` takes ``T = steps`` (required for it); the others
+    ignore both.  ``H0`` is also the name of FADE's parameter,
     so a caller holding both a typed ``H0`` and a measured one passes
     ``H0=params.pop("H0", measured)``.  An unknown name or parameter is refused with a
     message listing the allowed ones; a bad value with the message of
@@ -274,7 +420,7 @@ def get(name: str, *, steps: int | None = None, H0: float | None = None,
     --------
     >>> from rlvr_theory import schedules
     >>> schedules.names()
-    ['fade', 'fade-log', 'agrae']
+    ['fade', 'fade-log', 'agrae', 'fade-entropy', 'fade-alpha-only', 'fade-delta-only']
     >>> s = schedules.get("fade-log", steps=1000, alpha0=2.5)
     >>> s.update(step=1000)
     advantages.get('fade', alpha=1.917, delta=0.802)
@@ -292,6 +438,8 @@ def get(name: str, *, steps: int | None = None, H0: float | None = None,
     kw = dict(params)
     if name == "fade":
         kw["H0"] = 1.0 if H0 is None else H0
+    elif issubclass(cls, FADESignalsSchedule):
+        kw["H0"] = H0
     if name == "fade-log":
         if steps is None:
             raise ValueError("steps is required for schedule 'fade-log' (its T, the total number of training steps)")
