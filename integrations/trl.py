@@ -106,7 +106,8 @@ class GRPOTrainer(trl.GRPOTrainer):
         Its parameters, e.g. ``{"delta": 0.5}`` (also ``reward_values=(R_w, R_c)``).
     schedule : str, optional
         A schedule (:func:`rlvr_theory.schedules.names`): ``"fade"``, ``"fade-log"`` (its ``T`` is
-        the number of generation batches of the run), ``"agrae"``.
+        the number of generation batches of the run), ``"agrae"``, and FADE's ablations
+        ``"fade-entropy"``, ``"fade-alpha-only"``, ``"fade-delta-only"``.
     schedule_params : dict, optional
         Its parameters, e.g. ``{"H0": 2.3, "beta": 0.9}`` for ``"fade"`` (``H0``: the initial
         entropy, default 1.0, also the entropy used before TRL has logged one).

@@ -28,7 +28,8 @@ come from :mod:`rlvr_theory.advantages` (any registered name and parameters; a b
 family such as ``"reinforce_pp"`` — group-mean-centred rewards divided by the standard
 deviation of those centred rewards over the whole batch — sees the ``[B, G]`` rewards of one
 configuration at a time) or from a schedule of :mod:`rlvr_theory.schedules` (``"fade"``,
-``"fade-log"``, ``"agrae"``: :func:`rlvr_theory.schedules.get`, one per configuration,
+``"fade-log"``, ``"agrae"``, the FADE ablations ``"fade-entropy"``, ``"fade-alpha-only"``,
+``"fade-delta-only"``: :func:`rlvr_theory.schedules.get`, one per configuration,
 updated every step with that configuration's batch mean reward and mean entropy before its
 advantages are computed, FADE Alg. 2).  Both lookups refuse an unknown name or parameter
 before any work starts.
@@ -932,7 +933,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ap.add_argument("--similarity", nargs="+", help="High, Mid, Low (toy only)")
     ap.add_argument("--K", type=int, nargs="+", help="failure modes (population only)")
     ap.add_argument("--delta", type=float, help="shortcut for --param delta=VALUE (population only)")
-    ap.add_argument("--advantage", help="registry name (e.g. reinforce_pp) or schedule (fade, fade-log, agrae)")
+    ap.add_argument("--advantage", help="registry name (e.g. reinforce_pp) or schedule (fade, fade-log, agrae, "
+                                        "fade-entropy, fade-alpha-only, fade-delta-only)")
     runner.add_param_option(ap, of="advantage or schedule", json_alias="--advantage-params")
     ap.add_argument("--optimizer", choices=OPTIMIZERS)
     ap.add_argument("--lr", type=float)
