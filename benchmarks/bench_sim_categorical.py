@@ -19,8 +19,11 @@ training (both γ), and the full-sweep estimate weights each N by the sweep's st
 Load: ``os.getloadavg()`` is printed at the start, between the parts and at the end: the
 machine is shared, and numbers taken under load are slower (and noisier) than quiet ones.
 
+Distribution-level calibration: ``--mu 0 0.5`` also times the engine with memory logits
+(``--mu 0.5``; the reference has none): the cost of the memory is the ratio of the two.
+
     python benchmarks/bench_sim_categorical.py [--threads 2 1] [--ref-steps 5] [--ref-skip 200]
-        [--steps 1000] [--skip-engine] [--skip-reference]
+        [--steps 1000] [--mu 0 [0.5]] [--skip-engine] [--skip-reference]
 """
 
 from __future__ import annotations
@@ -102,7 +105,7 @@ def reference_estimate(full: sc.Config, ref_steps: int, ref_skip: int) -> float:
     return total
 
 
-def engine_cli(threads: int, steps: int) -> tuple[float, float, float, float]:
+def engine_cli(threads: int, steps: int, mu: float = 0.0) -> tuple[float, float, float, float]:
     """The sweep through the command line in a child process: (wall s, simulate's wall_s, CPU s of
     the child (user + system: on a loaded machine, about what the run costs on a quiet one),
     peak RSS GB)."""
@@ -110,6 +113,8 @@ def engine_cli(threads: int, steps: int) -> tuple[float, float, float, float]:
         out = Path(tmp) / "run"
         cmd = [sys.executable, "-m", "simulations", "categorical", "--preset", "fgrpo-fig4", "--steps", str(steps),
                "--quiet", "--device", "cpu", "--threads", str(threads), "--out", str(out)]
+        if mu > 0:
+            cmd += ["--mu", str(mu)]
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True, cwd=ROOT)
@@ -126,6 +131,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000, help="steps of the engine runs (1,000: the full sweep)")
     ap.add_argument("--ref-steps", type=int, default=5, help="timed reference steps per N, gamma and phase [5]")
     ap.add_argument("--ref-skip", type=int, default=200, help="untimed reference steps before the later phase [200]")
+    ap.add_argument("--mu", type=float, nargs="+", default=[0.0],
+                    help="--mu of the engine runs (> 0: with memory logits) [0]")
     ap.add_argument("--skip-engine", action="store_true")
     ap.add_argument("--skip-reference", action="store_true")
     a = ap.parse_args()
@@ -138,12 +145,13 @@ def main() -> None:
     if not a.skip_engine:
         print("\nengine through the CLI: python -m simulations categorical --preset fgrpo-fig4 --quiet --device cpu "
               f"--steps {a.steps} --threads T --out DIR")
-        for t in a.threads:
-            wall, inner, cpu, rss = engine_cli(t, a.steps)
+        for t, mu in [(t, mu) for t in a.threads for mu in a.mu]:
+            wall, inner, cpu, rss = engine_cli(t, a.steps, mu)
             scale = full.steps / a.steps
-            runs.append((t, wall * scale))
+            runs.append((f"{t}" + (f" --mu {mu:g}" if mu > 0 else ""), wall * scale))
             est = "" if a.steps == full.steps else f" -> {wall * scale:.1f} s for 1,000 steps (extrapolated)"
-            print(f"  --threads {t}: wall {wall:.1f} s (simulate {inner:.1f} s), CPU {cpu:.1f} s, "
+            print(f"  --threads {t}{f' --mu {mu:g}' if mu > 0 else ''}: wall {wall:.1f} s (simulate {inner:.1f} s), "
+                  f"CPU {cpu:.1f} s, "
                   f"peak RSS {rss:.2f} GB (largest child so far)"
                   f"{est}   [{load()}]", flush=True)
     ref = None if a.skip_reference else reference_estimate(full, a.ref_steps, a.ref_skip)

@@ -33,6 +33,23 @@ same step: ``dQ_pos_first_order`` (F-GRPO Eq. 21 applied to the actual step),
 ``dH_first_order`` (``−Cov_π(log π, Δu)``, :func:`rlvr_theory.entropy.first_order_change`;
 FADE Theorem 13.1 without its drift term, see that module), and ``dQ_pos``, ``dH`` measured.
 
+Distribution-level calibration (DLC; Over-Sharpening Sec. 3.2, Alg. 1 lines 4-6 and 21-22),
+``Config(mu > 0)``: per-action memory logits ``φ`` (one vector of ``K`` per configuration,
+``φ = 0`` at the start: a uniform memory) replace the paper's memory network ``f_φ``.  Step 1
+draws from ``q = softmax(z/T − μ·φ)`` instead of ``π`` (lines 5-6; ``f_θ = z/T``, the logits
+of ``π``); steps 2-4 are unchanged — advantages, focal weight and every surrogate read the
+drawn actions and the policy's own ``π`` (no importance weight, as the paper writes line 20);
+then ``φ`` takes one step of its own optimizer (the policy's kind, own state, learning rate
+``memory_lr``, default the row's ``lr``) along ``counts/N − softmax(φ)``, the gradient of the
+mean log-likelihood of the drawn actions (line 22: cross-entropy on the samples).  Each
+surrogate is a function of the draws and ``π`` only, and each prediction a function of the
+actual step (Eq. 21, entropy, exact changes) or of ``(z, counts)`` (Eq. 8, ``Q_u_pos``), so all
+of them hold for draws from ``q`` as they do for draws from ``π`` (tested against a reference
+at ``mu > 0``); what no longer holds is that the step is an unbiased estimate of the on-policy
+gradient (the paper's choice).  Extra metrics: ``sample_Q_pos`` and ``sample_entropy`` (of
+``q``), ``memory_entropy`` (of ``softmax(φ)``), ``kl_sample_policy`` (``KL(q‖π)``).  ``mu = 0``
+(default) allocates no memory: the run is the uncalibrated one, bit for bit.
+
 Exact sampling without a loop over draws or configurations: per configuration the step's
 uniforms come from a counter-based generator (SplitMix64 of ``(seed, step, draw index)``), so
 a configuration draws the same actions whether it runs alone or in a batch; each uniform is
@@ -99,7 +116,11 @@ class Config:
     ``lr = 1e-2``, ``1,000`` steps, rewards ``(R_w, R_c) = (−1, +1)``.  ``N``, ``gamma``,
     ``seeds`` and ``lr`` are lists; the sweep is their Cartesian product.  ``logits`` (``K``
     numbers, the correct actions first) replaces the App. J initialisation, for the few-action
-    toys; ``record_probs`` (``K <= 64``) records every action's probability ``p_i``.
+    toys; ``record_probs`` (``K <= 64``) records every action's probability ``p_i`` (with
+    ``mu > 0`` also ``q_i`` and ``m_i = softmax(φ)_i``).  ``mu >= 0`` and ``memory_lr > 0`` (or
+    ``None``: each configuration's ``lr``; only with ``mu > 0``) set distribution-level
+    calibration (Over-Sharpening Sec. 3.2, see the module docstring); Over-Sharpening uses
+    ``mu = 0.5``.
     """
 
     K: int = 128_000
@@ -125,6 +146,11 @@ class Config:
     logits: tuple[float, ...] | None = None
     record_probs: bool = False
     rewards: tuple[float, ...] | None = None
+    mu: float = field(default=0.0, metadata={
+        "help": "distribution-level calibration: sample from softmax(z/T − μ·φ) with per-action memory logits "
+                "φ trained on the samples (0: no memory)"})
+    memory_lr: float | None = field(default=None, metadata={
+        "help": "learning rate of the memory logits (with --mu > 0)", "default_text": "the policy's lr"})
 
     def validate(self) -> Config:
         """Raise ``ValueError`` naming the first bad field and its allowed values.
@@ -158,6 +184,12 @@ class Config:
         for b in self.betas:
             checks.number("betas", b, low=0, high=1, high_open=True)
         checks.number("eps", self.eps, low=0, low_open=True)
+        put("mu", checks.number("mu", self.mu, low=0))
+        if self.memory_lr is not None:
+            put("memory_lr", checks.number("memory_lr", self.memory_lr, low=0, low_open=True))
+            if self.mu == 0:
+                raise ValueError("memory_lr applies only with mu > 0 (no memory logits are used at mu = 0), "
+                                 f"got mu={self.mu!r}")
         adv = self.make_advantage()
         if self.rewards is not None and not adv.graded:
             ok = ", ".join(n for n in _adv.names() if _adv.registry()[n].graded)
@@ -174,7 +206,9 @@ class Config:
         no overflow, however large the request).
 
         Per configuration: about ``12`` buffers of ``K`` numbers (logits, policy, CDF, gradient,
-        counts, optimiser state, temporaries) and ``7`` of ``N + 1`` (the draws); every
+        counts, optimiser state, temporaries; ``7`` more with memory logits, ``mu > 0``: the
+        memory, its softmax, gradient and optimiser state, the calibrated logits and sampling
+        distribution) and ``7`` of ``N + 1`` (the draws); every
         configuration is resident at once with the ``"batched"`` schedule (``"auto"`` on CUDA),
         one group size at a time with ``"blocks"`` (:data:`SCHEDULES`; on the CPU as many
         blocks side by side as torch has threads).  Plus the
@@ -189,13 +223,14 @@ class Config:
         es = torch.empty((), dtype=dtype).element_size()
         per_n = len(self.gamma) * len(self.seeds) * len(self.lr)
         K = int(self.K)
-        block = [per_n * (K * (8 * es + 4 * 8) + 7 * 8 * (int(n) + 1)) + 8 * (int(n) + 1) for n in self.N]
+        per_k = 8 * es + 4 * 8 + (7 * es if self.mu > 0 else 0)
+        block = [per_n * (K * per_k + 7 * 8 * (int(n) + 1)) + 8 * (int(n) + 1) for n in self.N]
         dev = torch.device(device)
         # blocks: one at a time, or as many side by side as torch has threads on the CPU
         side = 1 if dev.type != "cpu" else min(torch.get_num_threads(), len(block))
         engine = sum(block) if _batched(schedule, dev) else sum(sorted(block)[-side:])
         records = int(self.steps) // int(self.record_every) + 2
-        cols = 20 + (K if self.record_probs else 0)
+        cols = 20 + (K if self.record_probs else 0) + (6 + (2 * K if self.record_probs else 0) if self.mu > 0 else 0)
         return int(engine + 3 * 8 * cols * records * per_n * len(self.N))
 
     def make_advantage(self) -> _adv.Advantage:
@@ -635,6 +670,33 @@ def _metrics(u: torch.Tensor, p: torch.Tensor, p0c: torch.Tensor, nc: int, Q0: t
     return out
 
 
+def _not_finite(x: torch.Tensor) -> np.ndarray:
+    """Rows of ``x`` with a non-finite entry (a non-finite entry makes the row's sum non-finite:
+    one cheap pass, and the exact test only when a sum is not finite, an entry or an overflow)."""
+    bad = ~torch.isfinite(x.sum(-1))
+    if bool(bad.any()):
+        bad = ~torch.isfinite(x).all(-1)
+    return bad.cpu().numpy()
+
+
+def _memory_metrics(u: torch.Tensor, phi: torch.Tensor, w: torch.Tensor, q: torch.Tensor, sphi: torch.Tensor,
+                    mu: float, nc: int, probs: bool = False) -> dict[str, torch.Tensor]:
+    """Metrics of distribution-level calibration: the sampling distribution ``q = softmax(w)``,
+    ``w = u − μ·φ`` (its correct mass ``sample_Q_pos`` and entropy ``sample_entropy``), the
+    memory's entropy ``memory_entropy`` (``softmax(φ)``, into ``sphi``) and
+    ``kl_sample_policy = KL(q‖π) = Σ q (log q − log π) = −μ Σ q φ − lse(w) + lse(u)``; with
+    ``probs`` also ``q_i`` and ``m_i = softmax(φ)_i`` for every action."""
+    torch.softmax(phi, -1, out=sphi)
+    lse_w = torch.logsumexp(w, -1)
+    dot = lambda a, b: (a[:, None, :] @ b[:, :, None])[:, 0, 0]  # noqa: E731 - row-wise Σ a b
+    out = {"sample_Q_pos": q[:, :nc].sum(-1), "sample_entropy": lse_w - dot(q, w),
+           "memory_entropy": torch.logsumexp(phi, -1) - dot(sphi, phi),
+           "kl_sample_policy": -mu * dot(q, phi) - lse_w + torch.logsumexp(u, -1)}
+    if probs:
+        out |= {f"q_{i}": q[:, i] for i in range(q.shape[-1])} | {f"m_{i}": sphi[:, i] for i in range(q.shape[-1])}
+    return out
+
+
 def describe(cfg: Config, prog: str = "rlvr-sim categorical") -> str:
     """``prog`` and the settings that size a run, for the messages of :func:`simulate`'s checks.
 
@@ -682,7 +744,11 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
         Q_u_pos`` (``Q_u_pos``: correct mass not drawn by the step that starts there; at the last row, by
         the draws a further step would make), with ``cfg.record_probs`` also ``p_0 … p_{K−1}``
         and, with ``cfg.predict``, the predicted and
-        measured one-step changes (NaN at the last row only: no step starts there).
+        measured one-step changes (NaN at the last row only: no step starts there).  With
+        ``cfg.mu > 0`` also ``mu``, ``memory_lr`` (after ``temperature``) and ``sample_Q_pos``,
+        ``sample_entropy``, ``memory_entropy``, ``kl_sample_policy`` (after ``frac_lost``; with
+        ``record_probs`` then ``q_i``, ``m_i``); ``Q_u_pos`` stays the policy's correct mass
+        that the step's draws (from ``q``) missed.
     final : DataFrame
         The last row of each configuration.
 
@@ -700,6 +766,16 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
     1   4     5  0.3110    1.0   2.2636
     2  16     0  0.2000    1.0   2.3026
     3  16     5  0.3842    1.0   2.2123
+
+    The same with distribution-level calibration (``mu = 0.5``): the draws come from ``q``,
+    which puts less mass than ``π`` on the correct actions the memory has seen most:
+
+    >>> cfg = dataclasses.replace(cfg, mu=0.5)
+    >>> traj, final = simulate(cfg, device="cpu", dtype=torch.float64)
+    >>> final[["N", "Q_pos", "sample_Q_pos", "memory_entropy", "kl_sample_policy"]].round(4)
+        N   Q_pos  sample_Q_pos  memory_entropy  kl_sample_policy
+    0   4  0.3111        0.2877          2.2815            0.0048
+    1  16  0.3832        0.3778          2.2840            0.0040
     """
     cfg.validate()
     dev = resolve_device(device)
@@ -727,6 +803,8 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
     traj = pd.concat(frames, ignore_index=True)
     meta = grid.assign(advantage=cfg.advantage, surrogate=cfg.surrogate, optimizer=cfg.optimizer,
                        temperature=cfg.temperature)
+    if cfg.mu > 0:  # the calibration's settings, per configuration (memory_lr: the row's lr unless given)
+        meta = meta.assign(mu=cfg.mu, memory_lr=meta.lr if cfg.memory_lr is None else cfg.memory_lr)
     traj = meta.merge(traj, on="config").sort_values(["config", "step"], ignore_index=True)
     final = traj[traj.step == cfg.steps].reset_index(drop=True)
     return traj, final
@@ -791,7 +869,6 @@ class _Block:
         self.rew = None if cfg.rewards is None else torch.tensor(cfg.rewards, dtype=torch.float64, device=dev)
         self.Nt = torch.tensor(sub.N.to_numpy(), dtype=dtype, device=dev)
         self.gam = torch.tensor(sub.gamma.to_numpy(), dtype=dtype, device=dev)
-        self.lr = torch.tensor(sub.lr.to_numpy(), dtype=dtype, device=dev)[:, None]
         self.seeds = torch.tensor(sub.seed.to_numpy(), dtype=torch.int64, device=dev)
         self.rows = [(n, slice(lo - lo0, hi - lo0)) for n, lo, hi in groups]
         self.draws = [_Draws(sl.stop - sl.start, n, dev, self.nc) for n, sl in self.rows]
@@ -801,15 +878,17 @@ class _Block:
         self.cdf = torch.empty(self.z.shape, dtype=torch.float64, device=dev)
         self.g = torch.empty_like(self.z)
         self.counts = torch.empty_like(self.z)
-        self.m = self.v = self.steps_taken = None
-        if cfg.optimizer == "adam":
-            self.m, self.v = torch.zeros_like(self.z), torch.zeros_like(self.z)
-        if cfg.optimizer == "adam" and len(set(sub.lr)) == 1:
-            # torch's own Adam, functional form (torch.optim.adam.adam: the fused kernel where
-            # available, one pass over z, m, v; the update of torch.optim.Adam without its
-            # per-step bookkeeping); its step count, as torch.optim.Adam keeps it
-            self.steps_taken = torch.zeros((), dtype=torch.float32, device=dev)
-            self.adam_lr = float(sub.lr.iloc[0])
+        self.opt = _Ascent(cfg, self.z, sub.lr.to_numpy())
+        self.mu, self.phi = cfg.mu, None
+        if cfg.mu > 0:  # distribution-level calibration: the memory logits and their buffers
+            self.phi = torch.zeros_like(self.z)  # φ = 0: the memory starts uniform, q_0 = π_0
+            self.w = torch.empty_like(self.z)  # z/T − μ·φ, the calibrated logits
+            self.q = torch.empty_like(self.z)  # softmax(w), the sampling distribution
+            self.sphi = torch.empty_like(self.z)  # softmax(φ)
+            self.gphi = torch.empty_like(self.z)  # counts/N − softmax(φ)
+            mlr = sub.lr.to_numpy() if cfg.memory_lr is None else np.full(self.B, cfg.memory_lr)
+            self.memory_opt = _Ascent(cfg, self.phi, mlr)
+            self.inv_N = (1 / self.Nt).contiguous()
         self.refresh_policy()
         self.p0c = self.ez[:, :self.nc].clone()
         self.Q0 = self.p0c.sum(-1)
@@ -839,6 +918,8 @@ class _Block:
                 row |= self.predictions(z_before, coef, sampled)
             if rec:
                 out.append(row)
+            if self.phi is not None:  # Alg. 1 lines 21-22: after the policy step
+                self.memory_step(t)
             self.refresh_policy()
             if bar is not None:
                 bar.update(self.B)
@@ -848,28 +929,56 @@ class _Block:
 
     # ------------------------------------------------------------ policy and metrics
     def refresh_policy(self) -> None:
-        """``ez = softmax(z/T)`` and its float64 CDF ``cdf`` from ``z``."""
-        torch.softmax(self.z / self.T if self.T != 1 else self.z, -1, out=self.ez)
-        _cumsum(self.ez, self.cdf)
+        """``ez = softmax(z/T)`` and the float64 CDF ``cdf`` of the sampling distribution from
+        ``z``: the policy's own, or with memory logits (``mu > 0``; Over-Sharpening Alg. 1
+        line 5) that of ``q = softmax(z/T − μ·φ)`` (into ``w``, ``q``)."""
+        u = self.z / self.T if self.T != 1 else self.z
+        torch.softmax(u, -1, out=self.ez)
+        if self.phi is None:
+            _cumsum(self.ez, self.cdf)
+            return
+        torch.add(u, self.phi, alpha=-self.mu, out=self.w)
+        torch.softmax(self.w, -1, out=self.q)
+        _cumsum(self.q, self.cdf)
+
+    def memory_step(self, t: int) -> None:
+        """One optimizer step of the memory logits ``φ`` on the mean log-likelihood of step
+        ``t``'s draws (Over-Sharpening Alg. 1 line 22, cross-entropy on the sampled actions):
+        ascent direction ``∇_φ (1/N)Σ_j log softmax(φ)_{a_j} = counts/N − softmax(φ)``, with the
+        policy's optimizer kind and its own state and learning rate (``memory_lr``)."""
+        torch.softmax(self.phi, -1, out=self.sphi)
+        for (_, sl), dr in zip(self.rows, self.draws):  # counts/N: 1/N scattered onto the draws
+            dr.scatter(self.inv_N[sl], self.inv_N[sl], self.gphi[sl])
+        self.gphi.sub_(self.sphi)
+        self.memory_opt.step(self.phi, self.gphi, t)
 
     def metrics(self, t: int = 0) -> dict[str, np.ndarray]:
         """The recorded metrics of the current policy (:func:`_metrics`) at step ``t``;
         ``ValueError`` (:func:`simulations.cli.diverged`) if the logits or a metric are not finite."""
         u = self.z / self.T if self.T != 1 else self.z
         out = _np(_metrics(u, self.ez, self.p0c, self.nc, self.Q0, self.cfg.record_probs))
-        bad = ~torch.isfinite(u.sum(-1))  # a non-finite entry makes the sum non-finite: one cheap pass,
-        if bool(bad.any()):  # and the exact test when the sum is not finite (an entry, or an overflow)
-            bad = ~torch.isfinite(u).all(-1)
-        bad = bad.cpu().numpy()
+        bad, bad_memory = _not_finite(u), np.zeros(self.B, dtype=bool)
         for v in out.values():
             bad |= ~np.isfinite(v)
-        if bad.any():
+        if self.phi is not None:
+            memory = _np(_memory_metrics(u, self.phi, self.w, self.q, self.sphi, self.mu, self.nc,
+                                         self.cfg.record_probs))
+            bad_memory = _not_finite(self.phi)
+            for v in memory.values():
+                bad_memory |= ~np.isfinite(v)
+            out |= memory
+        if bad.any() or bad_memory.any():
             from .cli import diverged
 
-            row = self.sub.iloc[int(np.argmax(bad))]
+            memory = not bad.any()  # the logits are finite: the memory diverged
+            row = self.sub.iloc[int(np.argmax(bad_memory if memory else bad))]
             where = f"configuration {int(row.config)}: N={int(row.N)}, gamma={row.gamma:g}, seed={int(row.seed)}"
             if self.T != 1:
                 where += f", temperature={self.T:g}"
+            if memory:
+                lr = row.lr if self.cfg.memory_lr is None else self.cfg.memory_lr
+                err = diverged(t, where + f", mu={self.mu:g}", lr, "non-finite memory logits")
+                raise ValueError("memory_" + str(err))  # the setting to change: memory_lr
             raise diverged(t, where, row.lr, "non-finite logits")
         return out
 
@@ -961,20 +1070,42 @@ class _Block:
 
     def optimizer_step(self, t: int) -> None:
         """Ascend ``g``: SGD ``z += lr·g``, torch's Adam (one learning rate), or Adam written out."""
-        z, g = self.z, self.g
-        if self.cfg.optimizer == "sgd":
-            z.addcmul_(self.lr, g)
+        self.opt.step(self.z, self.g, t)
+
+
+class _Ascent:
+    """The optimizer of one ``[B, K]`` parameter (the logits, or the memory logits), its own
+    state, one learning rate per row: SGD ``x += lr·g``, torch's Adam (``maximize``; one learning
+    rate for every row), or the same Adam written out (several learning rates)."""
+
+    def __init__(self, cfg: Config, x: torch.Tensor, lr: np.ndarray):
+        self.kind, self.betas, self.eps = cfg.optimizer, cfg.betas, cfg.eps
+        self.lr = torch.tensor(lr, dtype=x.dtype, device=x.device)[:, None]
+        self.m = self.v = self.steps_taken = None
+        self.fused = True if x.device.type in ("cpu", "cuda") else None
+        if self.kind == "adam":
+            self.m, self.v = torch.zeros_like(x), torch.zeros_like(x)
+        if self.kind == "adam" and len(set(lr.tolist())) == 1:
+            # torch's own Adam, functional form (torch.optim.adam.adam: the fused kernel where
+            # available, one pass over x, m, v; the update of torch.optim.Adam without its
+            # per-step bookkeeping); its step count, as torch.optim.Adam keeps it
+            self.steps_taken = torch.zeros((), dtype=torch.float32, device=x.device)
+            self.adam_lr = float(lr[0])
+
+    def step(self, x: torch.Tensor, g: torch.Tensor, t: int) -> None:
+        """Ascend ``g`` at step ``t`` (``x`` in place)."""
+        if self.kind == "sgd":
+            x.addcmul_(self.lr, g)
         elif self.steps_taken is not None:
-            (b1, b2) = self.cfg.betas
-            torch_adam([z], [g], [self.m], [self.v], [], [self.steps_taken], amsgrad=False, beta1=b1, beta2=b2,
-                       lr=self.adam_lr, weight_decay=0.0, eps=self.cfg.eps, maximize=True,
-                       fused=True if self.dev.type in ("cpu", "cuda") else None)
+            b1, b2 = self.betas
+            torch_adam([x], [g], [self.m], [self.v], [], [self.steps_taken], amsgrad=False, beta1=b1, beta2=b2,
+                       lr=self.adam_lr, weight_decay=0.0, eps=self.eps, maximize=True, fused=self.fused)
         else:
-            (b1, b2), m, v = self.cfg.betas, self.m, self.v
+            (b1, b2), m, v = self.betas, self.m, self.v
             m.mul_(b1).add_(g, alpha=1 - b1)
             v.mul_(b2).addcmul_(g, g, value=1 - b2)
-            denom = (v / (1 - b2 ** (t + 1))).sqrt_().add_(self.cfg.eps)
-            z.addcmul_(self.lr / (1 - b1 ** (t + 1)), m / denom)
+            denom = (v / (1 - b2 ** (t + 1))).sqrt_().add_(self.eps)
+            x.addcmul_(self.lr / (1 - b1 ** (t + 1)), m / denom)
 
 
 def _np(met: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
@@ -984,6 +1115,9 @@ def _np(met: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
 
 
 # ------------------------------------------------------------------ CLI
+#: the fields of :class:`Config` whose flags :func:`runner.add_settings` generates
+_SETTINGS = ("mu", "memory_lr")
+
 def _run_cli(args: argparse.Namespace) -> int:
     from .cli import check_out, command_settings, write_run
 
@@ -991,7 +1125,8 @@ def _run_cli(args: argparse.Namespace) -> int:
     seeds = None if args.seeds is None else checks.integer("seeds", args.seeds, low=1)
     params = runner.parse_params(args.param)
     kw = dict(steps=args.steps, N=args.N, gamma=args.gamma, surrogate=args.surrogate, optimizer=args.optimizer,
-              advantage=args.advantage, advantage_params=params or None)
+              advantage=args.advantage, advantage_params=params or None,
+              **runner.given_settings(args, Config, names=_SETTINGS))
     dev = resolve_device(args.device)
     if seeds is not None:  # the size of the sweep is checked before its seed list is built
         sized = dataclasses.replace(preset(args.preset, seeds=(0,), **kw), seeds=range(seeds))
@@ -1022,6 +1157,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ap.add_argument("--optimizer", choices=OPTIMIZERS)
     ap.add_argument("--advantage", help="registry name (default dr_grpo)")
     runner.add_param_option(ap)
+    runner.add_settings(ap, Config, only=_SETTINGS)
     runner.add_run_options(ap, device="auto", all_cores=True)
     ap.set_defaults(func=_run_cli)
     return ap
