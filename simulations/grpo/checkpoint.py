@@ -8,7 +8,8 @@ its final place and renamed when complete; JSON files go through :func:`analysis
 
 A checkpoint directory holds ``model.safetensors`` + ``config.json`` (``save_pretrained``),
 the tokenizer files, ``task.json`` (the task spec) and, for GRPO, ``trainer_state.json`` plus
-``trainer_state.pt`` (optimizer, learning-rate schedule and torch RNG states).
+``trainer_state.pt`` (optimizer, learning-rate schedule and torch RNG states; the last output-head
+gradient with ``head_alignment``; the memory model's weights and optimizer state with ``mu > 0``).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ __all__ = ["RunSettings", "SFTConfig", "GRPOConfig", "EvalConfig", "SweepConfig"
 #: GRPO settings that may differ between a run and its resumption
 #: (``out`` too: a run directory that was moved or copied is resumed where it is now)
 RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads", "resume", "out", "overwrite",
-                     "rollout_log")
+                     "rollout_log", "head_alignment")
 
 #: rewards are refused beyond ±REWARD_LIMIT, and a gap R_c − R_w below 1/REWARD_LIMIT: the batch means
 #: and standard deviations of the advantages stay finite and non-zero in float64
@@ -194,7 +194,8 @@ def read_run_settings(run_dir: str | os.PathLike, cls: type | None = None) -> di
 #: GRPO settings added after runs were first written, with the value a run_config.json without
 #: them stands for (their defaults: the behaviour before they existed)
 LATER_SETTINGS = {"dynamic_sampling": False, "max_refill_rounds": 8, "drop_easiest": 0.0,
-                  "filter_queries": 256, "filter_samples": 8}
+                  "filter_queries": 256, "filter_samples": 8, "mu": 0.0, "memory_lr": None, "memory_preset": None,
+                  "head_alignment": False}
 
 #: settings that a run_config.json may lack (added after runs were first written)
 _OPTIONAL_SAVED = frozenset({"overwrite", "rollout_log", *LATER_SETTINGS})
@@ -257,9 +258,11 @@ class RunSettings:
                              "which --overwrite would replace")
 
     def _check_memory(self, task: tasks.Task, *, sequences: int, new_tokens: int, train_rows: int,
-                      reference: bool, what: str) -> None:
+                      reference: bool, what: str, memory_preset: str | None = None) -> None:
         """Refuse a run whose model and batches cannot fit (:func:`analysis.runtime.check_memory`),
-        estimated from the settings by :func:`simulations.grpo.models.memory_needed`."""
+        estimated from the settings by :func:`simulations.grpo.models.memory_needed` (plus, with
+        ``memory_preset``, the memory model of distribution-level calibration: its weights, AdamW
+        state, sampling and one training pass over the same rows)."""
         from .tokenizer import build_tokenizer
 
         vocab = None if self.init is not None else len(build_tokenizer(task.alphabet))
@@ -267,6 +270,10 @@ class RunSettings:
         seq_len = task.max_prompt_len() + new_tokens
         need = models.memory_needed(shape, sequences=sequences, seq_len=seq_len, train_rows=train_rows,
                                     optimizer=True, reference=reference)
+        if memory_preset is not None:
+            mem_shape = models.model_shape(preset=memory_preset, vocab_size=shape["vocab"])
+            need += models.memory_needed(mem_shape, sequences=sequences, seq_len=seq_len, train_rows=train_rows,
+                                         optimizer=True)
         check_memory(need, f"{what} ({sequences:,} sequences of up to {seq_len} tokens, a model of "
                            f"{shape['params']:,} parameters)", device=resolve_device(self.device))
 
@@ -371,6 +378,18 @@ class GRPOConfig(RunSettings):
         "help": "with --drop-easiest, the size of the fixed training set drawn before training"})
     filter_samples: int = field(default=8, metadata={
         "help": "with --drop-easiest, rollouts per query to estimate its solve rate"})
+    mu: float = field(default=0.0, metadata={
+        "help": "distribution-level calibration (Over-Sharpening Sec. 3.2): sample from softmax(f_θ − μ·f_φ), "
+                "f_φ the logits of a memory model trained by cross-entropy on the rollouts after each step "
+                "(the paper: 0.5; 0: off, no memory model)"})
+    memory_lr: float | None = field(default=None, metadata={
+        "help": "with --mu > 0, the memory model's AdamW learning rate", "default_text": "--lr"})
+    memory_preset: str | None = field(default=None, metadata={
+        "help": "with --mu > 0, the memory model's architecture (its output head starts at zero)",
+        "choices": tuple(models.PRESETS), "default_text": next(iter(models.PRESETS))})
+    head_alignment: bool = field(default=True, metadata={
+        "help": "log head_grad_cos and head_grad_u_cos, the alignment of successive output-head gradients "
+                "(FADE Cor. 15.3; --no-head-alignment: don't, e.g. for a large vocabulary)"})
     checkpoint_every: int = field(default=50, metadata={"help": "save a checkpoint every k steps (and at the end)"})
     log_every: int = field(default=10, metadata={"help": "rewrite the metrics files every k steps"})
     resume: bool = field(default=False, metadata={
@@ -413,10 +432,21 @@ class GRPOConfig(RunSettings):
         self.drop_easiest = checks.probability("drop_easiest", self.drop_easiest, high_open=True)
         for name in ("filter_queries", "filter_samples"):
             setattr(self, name, checks.integer(name, getattr(self, name), low=1))
+        self.mu = checks.number("mu", self.mu, low=0)
+        self.memory_lr = checks.number("memory_lr", self.memory_lr, low=0, low_open=True, allow_none=True)
+        if self.memory_preset is not None:
+            checks.choice("memory_preset", self.memory_preset, tuple(models.PRESETS))
+        for name in ("memory_lr", "memory_preset"):
+            if getattr(self, name) is not None and self.mu == 0:
+                raise ValueError(f"{name} applies only with mu > 0 (no memory model is used at mu = 0), "
+                                 f"got mu={self.mu!r}")
+        if not isinstance(self.head_alignment, bool):
+            raise ValueError(f"head_alignment must be True or False, got {self.head_alignment!r}")
         self._validate_common(resume=self.resume)
         n = self.batch_size * self.group_size
         self._check_memory(task, sequences=n, new_tokens=self.max_new_tokens or task.max_answer_len() + 2,
                            train_rows=n, reference=self.kl_coef > 0 or self.log_kl,
+                           memory_preset=(self.memory_preset or next(iter(models.PRESETS))) if self.mu > 0 else None,
                            what=f"the GRPO run (--batch-size {self.batch_size} x --group-size {self.group_size})")
         return task, adv
 

@@ -30,7 +30,7 @@ from rlvr_theory.runner import apply_threads
 
 __all__ = ["PRESETS", "build_model", "check_model_dir", "check_weights", "first_non_finite", "load_policy",
            "model_shape", "memory_needed", "prepare_policy", "torch_threads",
-           "quiet_transformers", "output_head", "n_params"]
+           "quiet_transformers", "output_head", "n_params", "HeadGradient"]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny-cpu": dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
@@ -74,9 +74,11 @@ def torch_threads(n: int | None) -> Iterator[None]:
             torch.set_num_threads(old)
 
 
-def build_model(preset: str, tokenizer: Any, *, seed: int = 0) -> Any:
+def build_model(preset: str, tokenizer: Any, *, seed: int = 0, vocab_size: int | None = None) -> Any:
     """A freshly initialised ``Qwen2ForCausalLM`` of ``preset`` for ``tokenizer`` (float32, CPU).
 
+    ``vocab_size``: rows of the embedding and the output head (default ``len(tokenizer)``; the
+    memory model of distribution-level calibration takes the policy's, which may be larger).
     Initialisation uses ``torch.manual_seed(seed)`` inside a forked RNG, so the global torch
     RNG is left as it was.
     """
@@ -84,7 +86,7 @@ def build_model(preset: str, tokenizer: Any, *, seed: int = 0) -> Any:
 
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}")
-    cfg = Qwen2Config(vocab_size=len(tokenizer), tie_word_embeddings=False,
+    cfg = Qwen2Config(vocab_size=len(tokenizer) if vocab_size is None else vocab_size, tie_word_embeddings=False,
                       pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
                       eos_token_id=tokenizer.eos_token_id, **PRESETS[preset])
     with torch.random.fork_rng(devices=[]), quiet_transformers():
@@ -240,6 +242,73 @@ def memory_needed(shape: dict[str, int], *, sequences: int, seq_len: int, train_
 def output_head(model: Any) -> torch.Tensor:
     """The output-head weight ``W_head`` (``lm_head``, or the tied input embedding)."""
     return model.get_output_embeddings().weight
+
+
+class HeadGradient:
+    """The gradient of the output head ``W_head`` [V, d] summed over the backward passes of a step.
+
+    ``g = Σ_k ∂L_k/∂W_head`` over the backward passes ``k`` since the last :meth:`pop` (one per
+    minibatch and epoch), through the head's role as output projection only: the raw
+    gradients, before any clipping.  An untied head (the presets: ``tie_word_embeddings=False``)
+    is its own parameter, and ``g`` is the sum of its ``.grad`` read by :meth:`after_backward`
+    after each ``backward()``.  A head tied to the input embedding (``tie_word_embeddings=True``,
+    e.g. Qwen2.5-0.5B) shares its ``.grad`` with the embedding lookup; then a forward hook on the
+    head module records its input ``h`` [.., d] and a gradient hook on its output adds
+    ``(∂L/∂logits)ᵀ h`` — the head's own part of the shared gradient (what ``lm_head.grad``
+    of an untied copy would hold).  Forward passes without gradient (sampling, reference
+    log-probs) are ignored.  Used for FADE Cor. 15.3's successive-gradient alignment
+    (:func:`analysis.spectra.successive_alignment`).
+
+    Examples
+    --------
+    >>> lin = torch.nn.Linear(3, 2, bias=False)
+    >>> class M(torch.nn.Module):
+    ...     def __init__(self): super().__init__(); self.head = lin
+    ...     def get_output_embeddings(self): return self.head
+    ...     def get_input_embeddings(self): return None
+    >>> hg = HeadGradient(M())
+    >>> for _ in range(2):
+    ...     lin(torch.ones(1, 3)).sum().backward(); hg.after_backward(); lin.weight.grad = None
+    >>> hg.pop().tolist(), hg.tied
+    ([[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]], False)
+    """
+
+    def __init__(self, model: Any):
+        self.param = output_head(model)
+        emb = model.get_input_embeddings()
+        self.tied = emb is not None and emb.weight is self.param
+        self.total: torch.Tensor | None = None
+        self._handle = model.get_output_embeddings().register_forward_hook(self._forward) if self.tied else None
+
+    def _add(self, g: torch.Tensor) -> None:
+        g = g.detach().float()
+        self.total = g.clone() if self.total is None else self.total + g
+
+    def _forward(self, module: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
+        if not (torch.is_grad_enabled() and isinstance(output, torch.Tensor) and output.requires_grad):
+            return
+        h = inputs[0].detach()
+
+        def on_grad(g: torch.Tensor) -> None:
+            self._add(g.reshape(-1, g.shape[-1]).float().T @ h.reshape(-1, h.shape[-1]).float())
+        output.register_hook(on_grad)
+
+    def after_backward(self) -> None:
+        """Add the head's ``.grad`` of the last backward pass (untied head; the tied one is
+        recorded by its hooks)."""
+        if not self.tied and self.param.grad is not None:
+            self._add(self.param.grad)
+
+    def pop(self) -> torch.Tensor | None:
+        """The summed gradient since the last call (``None`` if no backward pass ran); resets."""
+        total, self.total = self.total, None
+        return total
+
+    def remove(self) -> None:
+        """Remove the hook (tied heads)."""
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
 
 
 def n_params(model: Any) -> int:

@@ -10,6 +10,13 @@ A sequence stops at its first ``eos``; the batch stops when every sequence has s
 after ``max_new_tokens``.  ``use_cache=False`` recomputes the whole prefix at every step
 (same tokens, used by the benchmark to measure what the cache saves).
 
+With a ``memory`` model and ``mu > 0`` (Over-Sharpening distribution-level calibration, Sec. 3.2,
+Alg. 1 lines 5-6) the tokens are drawn from ``softmax((f_θ − μ·f_φ) / temperature)``, restricted to
+the nucleus of mass ``top_p`` of that calibrated distribution (greedy: its argmax), where ``f_θ``
+and ``f_φ`` are the policy's and the memory's next-token logits at the same prefix; the memory
+model is stepped together with the policy, with its own KV cache.  ``mu = 0`` (or no memory)
+never runs the memory model: the draws are those without it, bit for bit.
+
 :func:`token_logprobs` recomputes, with gradients if enabled, ``log π(y_t | x, y_<t)`` of the
 sampled tokens and the entropy ``H_t = −Σ_v π(v) log π(v)`` of each next-token distribution
 (Two-Stage App. C.5).
@@ -93,7 +100,7 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_new_tokens: int,
            eos_id: int, pad_id: int, temperature: float = 1.0, top_p: float = 1.0,
            generator: torch.Generator | None = None, use_cache: bool = True,
-           return_entropy: bool = False) -> Rollouts:
+           return_entropy: bool = False, memory: Any = None, mu: float = 0.0) -> Rollouts:
     """Sample one response per row of ``prompt_ids`` (see the module docstring).
 
     Parameters
@@ -107,7 +114,10 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
         that of the model's distribution at temperature 1).  top_p: in (0, 1].
     generator: a ``torch.Generator`` on the model's device (reproducibility).
     use_cache: reuse keys/values (``True``) or recompute the prefix at every step.
-    return_entropy: also record the entropy of each sampling distribution (``Rollouts.entropy``).
+    return_entropy: also record the entropy of each sampling distribution (``Rollouts.entropy``;
+        with a memory, of the calibrated distribution).
+    memory, mu: a second causal LM over the same vocabulary, and ``μ >= 0``: sample from
+        ``softmax((f_θ − μ f_φ) / temperature)`` (module docstring); ``mu = 0``: not used.
 
     Raises ``FloatingPointError`` when a sampling distribution is not finite (a diverged or
     corrupt model); the trainer, SFT and evaluation turn it into a message naming the cause.
@@ -117,6 +127,8 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
     temperature = checks.number("temperature", temperature, low=0)
     greedy = temperature == 0
     top_p = checks.number("top_p", top_p, low=0, high=1, low_open=True)
+    mu = checks.number("mu", mu, low=0)
+    calibrated = memory is not None and mu > 0
     N, P = prompt_ids.shape
     T, dev = max_new_tokens, prompt_ids.device
     out = torch.full((N, T), pad_id, dtype=torch.long, device=dev)
@@ -130,6 +142,10 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
     cache = DynamicCache(config=model.config) if use_cache else None
     was_training = model.training
     model.eval()
+    if calibrated:
+        mem_cache = DynamicCache(config=memory.config) if use_cache else None
+        mem_training = memory.training
+        memory.eval()
     for t in range(T):
         if use_cache:
             lo = 0 if t == 0 else P + t - 1
@@ -137,12 +153,19 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
             lo = 0
         logits = model(input_ids=ids[:, lo:P + t], attention_mask=mask[:, :P + t], position_ids=pos[:, lo:P + t],
                        past_key_values=cache, use_cache=use_cache).logits[:, -1].float()
+        if calibrated:  # f̃ = f_θ − μ f_φ (Over-Sharpening Alg. 1 line 5)
+            logits = logits - mu * memory(
+                input_ids=ids[:, lo:P + t], attention_mask=mask[:, :P + t], position_ids=pos[:, lo:P + t],
+                past_key_values=mem_cache, use_cache=use_cache).logits[:, -1].float()
         if temperature not in (0.0, 1.0):
             logits = logits / temperature
         probs = torch.softmax(logits, dim=-1)
         if not bool(torch.isfinite(probs).all()):  # multinomial would fail with a bare RuntimeError
             model.train(was_training)
-            raise FloatingPointError(f"the policy's next-token probabilities are not finite "
+            if calibrated:
+                memory.train(mem_training)
+            whose = "the calibrated (policy − μ·memory) sampling's" if calibrated else "the policy's"
+            raise FloatingPointError(f"{whose} next-token probabilities are not finite "
                                      f"(NaN or Inf logits at response token {t + 1})")
         if return_entropy:
             ent[:, t] = torch.where(alive, -(probs * torch.log_softmax(logits, dim=-1)).sum(-1), 0.0)
@@ -160,6 +183,8 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
         if not bool(alive.any()):
             break
     model.train(was_training)
+    if calibrated:
+        memory.train(mem_training)
     return Rollouts(prompt_ids, prompt_mask, out, resp_mask, ~alive, ent)
 
 

@@ -29,6 +29,26 @@ One step (FADE Alg. 1-2; F-GRPO Sec. 2.2):
    the end) ``checkpoint-{step:06d}/`` with the model (``save_pretrained``, safetensors),
    tokenizer, task and trainer state, written to a temporary name and renamed.
 
+Distribution-level calibration (Over-Sharpening Sec. 3.2, Alg. 1 lines 4-6 and 21-22; ``mu > 0``):
+step 1 draws every token from ``softmax((f_θ − μ·f_φ)/temperature)`` (nucleus ``top_p`` of that
+distribution), ``f_φ`` the logits of a memory model (:class:`.memory.MemoryModel`: a second small
+causal LM, its head starting at zero), and after step 5 the memory takes one AdamW step on the
+cross-entropy of the step's ``B·G`` sampled responses (metrics column ``memory_loss``, the loss
+before that step).  Steps 3-5 are unchanged: the log-probabilities and ratios are those of
+``π_θ``, with no importance weight for the calibrated sampling (as the paper writes it).  The
+memory's weights and optimizer state are saved in ``trainer_state.pt``.  ``mu = 0``: no memory
+model; the run is bit for bit the one without the option.
+
+Successive output-head gradient alignment (FADE Cor. 15.3, App. 15.2; ``head_alignment``, on by
+default): ``g_t`` is the gradient of step ``t``'s losses with respect to the output head
+``W_head`` [V, d] (``lm_head.weight``), summed over the step's backward passes (one per epoch and
+minibatch; the raw gradients, before clipping); for a head tied to the input embedding, its part
+as output projection only (:class:`.models.HeadGradient`).  Columns ``head_grad_cos`` and
+``head_grad_u_cos`` are :func:`analysis.spectra.successive_alignment` ``(g_{t−1}, g_t)``: the
+cosine of the two flattened gradients and the absolute cosine of their leading right singular
+vectors (empty at the first step, after a resume from a checkpoint without ``g_{t−1}``, and when a
+gradient is zero).  ``g_{t−1}`` is saved with each checkpoint.
+
 ``resume=True`` restarts from the last complete checkpoint of ``out``: model, optimizer,
 learning-rate schedule, the numpy and torch generators, the advantage schedule and the
 metrics rows up to that step, so that on CPU the resumed run is bit-for-bit the run that
@@ -49,6 +69,7 @@ import numpy as np
 import torch
 
 from analysis.runtime import resolve_device, run_metadata
+from analysis.spectra import successive_alignment
 from rlvr_theory import masses as _masses
 from rlvr_theory import schedules
 from rlvr_theory.advantages import Advantage
@@ -57,16 +78,22 @@ from . import checkpoint as ck
 from . import models, rollout, tasks
 from .config import LATER_SETTINGS, RESUMABLE_CHANGES, GRPOConfig, read_run_settings
 from .losses import policy_loss
+from .memory import MemoryModel
 
 __all__ = ["GRPOConfig", "StepRecord", "train", "METRIC_COLUMNS", "RESUMABLE_CHANGES", "ROLLOUT_DIR",
            "rollout_log_name", "write_rollout_log", "estimate_solve_rates", "easiest", "has_signal",
-           "QUERY_FILTER_FILE"]
+           "QUERY_FILTER_FILE", "HEAD_ALIGNMENT_COLUMNS", "MEMORY_COLUMNS", "DYNAMIC_SAMPLING_COLUMNS"]
 
 #: the per-step columns of metrics.jsonl / metrics.csv, in order (more follow)
 METRIC_COLUMNS = ("step", "reward_mean", "solve_rate", "frac_all_correct", "frac_all_wrong", "m_S", "m_F",
                   "entropy", "clip_frac_low", "clip_frac_high", "kl", "grad_norm", "head_delta_norm",
                   "response_len_mean", "step_time", "tokens_per_s", "alpha", "delta",
-                  "m_ratio", "entropy_nll", "loss", "pg_loss", "lr", "adv_abs_mean", "rollout_time")
+                  "m_ratio", "entropy_nll", "loss", "pg_loss", "lr", "adv_abs_mean", "rollout_time",
+                  "head_grad_cos", "head_grad_u_cos")
+#: with ``head_alignment`` (default): FADE Cor. 15.3's alignment of successive output-head gradients
+HEAD_ALIGNMENT_COLUMNS = ("head_grad_cos", "head_grad_u_cos")
+#: columns added with ``mu > 0``: the memory model's cross-entropy on the step's rollouts (before its update)
+MEMORY_COLUMNS = ("memory_loss",)
 #: columns added with ``dynamic_sampling``: groups generated this step, groups left out of the update
 #: (``groups_drawn = B + groups_dropped``), extra generation rounds, and groups without signal the
 #: update used because the cap on rounds was reached
@@ -306,11 +333,18 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
     if cfg.kl_coef > 0 or cfg.log_kl:
         ref = copy.deepcopy(model).eval().requires_grad_(False)
     head0 = models.output_head(model).detach().clone()
+    # FADE Cor. 15.3: the output head's gradient of each step (after the reference copy: no hook on it)
+    head_grad = models.HeadGradient(model) if cfg.head_alignment else None
+    prev_head_grad: torch.Tensor | None = None
     # the filtering baseline's training set, from the initial policy (before a resumed state is loaded)
     train_set = _training_set(cfg, task, model, tok, max_new, dev, out) if cfg.drop_easiest > 0 else None
 
     # ---- optimizer, randomness, schedule -----------------------------------
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # distribution-level calibration: the memory model f_φ (Over-Sharpening Alg. 1 lines 4-6, 21-22)
+    memory = MemoryModel(model, tok, preset=cfg.memory_preset or next(iter(models.PRESETS)),
+                         lr=cfg.lr if cfg.memory_lr is None else cfg.memory_lr, weight_decay=cfg.weight_decay,
+                         seed=cfg.seed) if cfg.mu > 0 else None
     warm = max(cfg.warmup_steps, 1)
     lr_sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm))
     np_rng = np.random.default_rng([cfg.seed, 2])
@@ -318,7 +352,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
     torch.manual_seed(cfg.seed)  # nothing should draw from it; seeded anyway
     schedule = None
     schedule_kw: dict[str, Any] | None = None
-    log = ck.MetricsLog(out, METRIC_COLUMNS)
+    log = ck.MetricsLog(out, [c for c in METRIC_COLUMNS if cfg.head_alignment or c not in HEAD_ALIGNMENT_COLUMNS])
     start = 0
 
     if resume_from is not None:  # ---- resume: restore everything -----------
@@ -335,6 +369,9 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
             np_rng.bit_generator.state = state["rng"]["numpy"]
             gen.set_state(blobs["torch_generator"])
             torch.set_rng_state(blobs["torch_cpu"])
+            if memory is not None:
+                memory.load_state_dict(blobs["memory"])
+            prev_head_grad = blobs.get("head_grad") if head_grad is not None else None
             if cfg.schedule is not None:
                 schedule_kw = state["schedule_kwargs"]
                 schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
@@ -361,6 +398,10 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
                  "base": str(base_dir)}
         blobs = {"optimizer": opt.state_dict(), "lr_scheduler": lr_sched.state_dict(),
                  "torch_generator": rng["torch_generator"], "torch_cpu": rng["torch_cpu"]}
+        if memory is not None:
+            blobs["memory"] = memory.state_dict()
+        if prev_head_grad is not None:
+            blobs["head_grad"] = prev_head_grad
 
         def extra(tmp: Path) -> None:  # trainer_state.json last: it marks a complete checkpoint
             torch.save(blobs, tmp / "trainer_state.pt")
@@ -380,7 +421,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
         ids, pmask = rollout.encode_prompts(tok, [p.prompt for p in problems], repeat=G, device=dev)
         ro = rollout.sample(model, ids, pmask, max_new_tokens=max_new, eos_id=tok.eos_token_id,
                             pad_id=tok.pad_token_id, temperature=cfg.temperature, top_p=cfg.top_p,
-                            generator=gen)
+                            generator=gen, memory=None if memory is None else memory.model, mu=cfg.mu)
         correct, _ = rollout.score(task, [p for p in problems for _ in range(G)], tok, ro)
         return problems, ro, correct.reshape(n, G)
 
@@ -480,6 +521,8 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
                     loss_value = _finite_or_stop(float(loss.detach()), "the loss")
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
+                    if head_grad is not None:
+                        head_grad.after_backward()  # the raw gradient, before clipping
                     grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
                     grad_norms.append(_finite_or_stop(grad_norm, "the gradient norm"))
                     opt.step()
@@ -489,6 +532,17 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
             bad = models.first_non_finite(model)
             if bad is not None:
                 raise _Diverged(f"weight {bad!r} is not finite after the update")
+            extra_row: dict[str, Any] = {}
+            if memory is not None:  # Alg. 1 line 22: the memory learns the step's sampled responses
+                extra_row["memory_loss"] = _finite_or_stop(memory.update(ro), "the memory model's loss")
+            if head_grad is not None:  # FADE Cor. 15.3: alignment of g_{t-1} and g_t
+                cur = head_grad.pop()
+                cos = u_cos = None
+                if prev_head_grad is not None and cur is not None:
+                    c, u = (float(v) for v in successive_alignment(prev_head_grad, cur))
+                    cos, u_cos = (None if np.isnan(c) else c), (None if np.isnan(u) else u)
+                prev_head_grad = cur
+                extra_row.update(head_grad_cos=cos, head_grad_u_cos=u_cos)
 
             # 6. metrics and checkpoint
             step_time = time.perf_counter() - t0
@@ -510,7 +564,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
                 "m_ratio": m_S / m_F if m_F != 0 else None, "entropy_nll": entropy_nll,
                 "loss": float(np.mean(losses)), "pg_loss": float(np.mean([s.pg_loss for s in stats])),
                 "lr": lr_sched.get_last_lr()[0], "adv_abs_mean": float(np.abs(A).mean()), "rollout_time": t_rollout,
-                **ds_row,
+                **ds_row, **extra_row,
             }
             for key, value in row.items():
                 if isinstance(value, float):
