@@ -1378,48 +1378,122 @@ class FGRPO(Advantage):
 class AGRAE(Advantage):
     """A-GRAE (A-GRAE Eq. 11-13).  With ``A`` the GRPO advantage and p̂ the group success rate,
 
-    ``A_i = ω/2·A_i/sqrt(p̂) + (1−ω)/2·A_i/sqrt(1−p̂)`` (Eq. 12), then positive advantages
-    are multiplied by ``min(1, ω/α)`` (Eq. 13).  ``ω`` is the batch success rate (Eq. 11,
-    the mean reward for rewards {0, 1}): with ``omega=None`` it is computed over the whole
-    array passed (all leading axes form the batch); a number fixes it.
+    ``A_i = ω/2·A_i/sqrt(p̂) + (1−ω)/2·A_i/sqrt(1−p̂)`` (Eq. 12, the *sample-level* asymmetry,
+    "dynamic difficulty attention shift"), then positive advantages are multiplied by
+    ``min(1, ω/α)`` (Eq. 13, the *group-level* asymmetry, "attenuation suppression strategy").
+    ``ω`` is the batch success rate (Eq. 11, the mean reward for rewards {0, 1}): with
+    ``omega=None`` it is computed over the whole array passed (all leading axes form the
+    batch); a number fixes it.
 
     ``m_F = ω/2·sqrt(q) + (1−ω)/2·sqrt(p)``, ``m_S = min(1, ω/α)·m_F``.  In the closed form
     and in :func:`rlvr_theory.masses.exact`, ``omega=None`` means a homogeneous batch,
     ``ω = p``.
+
+    ``norm_by_std=False`` is A-GRAE on top of Dr. GRPO (A-GRAE Tables 2-5, "Dr.GRPO + A-GRAE"):
+    ``A`` is the mean-centred reward ``r − r̄`` instead of GRPO's ``(r − r̄)/σ`` (the authors'
+    code: verl's ``norm_adv_by_std_in_grpo=False`` branch, then the same Eq. 12-13 rescaling);
+    the masses are then ``Δ·sqrt(pq)`` times those above (``m_F = Δ·(ω/2·sqrt(p)·q + (1−ω)/2·p·sqrt(q))``).
+
+    The ablations of A-GRAE Table 5 keep one of the two steps: ``agrae_sample`` (Eq. 12 only)
+    and ``agrae_group`` (Eq. 13 on the GRPO advantage only).
+
+    >>> get("agrae", omega=0.5)(np.array([1.0, 0.0, 0.0, 0.0]))       # p̂ = 1/4; positives halved
+    array([ 0.6830127, -0.4553418, -0.4553418, -0.4553418])
+    >>> get("agrae", omega=0.5, norm_by_std=False)(np.array([1.0, 0.0, 0.0, 0.0]))   # on Dr. GRPO
+    array([ 0.29575318, -0.19716878, -0.19716878, -0.19716878])
     """
 
     name = "agrae"
     description = "asymmetric GRAE: batch-accuracy-driven difficulty and positive attenuation"
     source = "A-GRAE Eq. 11-13"
-    defaults = {"omega": None, "alpha": 1.0}
+    defaults = {"omega": None, "alpha": 1.0, "norm_by_std": True}
+    #: which of the two asymmetries the family applies (A-GRAE Table 5's ablations keep one)
+    _sample_level: ClassVar[bool] = True
+    _group_level: ClassVar[bool] = True
 
     def _validate(self, params):
         self._number(params, "omega", low=0, high=1, allow_none=True)
-        self._number(params, "alpha", low=0, low_open=True)
+        if "alpha" in params:
+            self._number(params, "alpha", low=0, low_open=True)
+        self._choice(params, "norm_by_std", (True, False))
         return params
 
     @property
     def batch_level(self) -> bool:
         return self.params["omega"] is None
 
-    scale_power = 0.0
+    def reward_scale_power(self) -> float | None:
+        return 0.0 if self.params["norm_by_std"] else 1.0
 
     def _compute(self, g, lengths, omega=None):
         if omega is None:  # the batch success rate: the mean of p̂ over the groups
             omega = (self.params["omega"] if self.params["omega"] is not None
                      else float(np.sum(g.X) / (g.G * g.X.size)) if g.X.size else 0.0)
         w = omega
-        a = g.grpo()
-        base = 0.5 * w * _div(a, np.sqrt(g.phat)) + 0.5 * (1 - w) * _div(a, np.sqrt(g.qhat))
-        return np.where(base > 0, base * np.minimum(1.0, np.asarray(w) / self.params["alpha"]), base)
+        a = g.grpo() if self.params["norm_by_std"] else g.centered_u  # Dr. GRPO: r − r̄ (in units of Δ)
+        if self._sample_level:
+            a = 0.5 * w * _div(a, np.sqrt(g.phat)) + 0.5 * (1 - w) * _div(a, np.sqrt(g.qhat))
+        if self._group_level:
+            a = np.where(a > 0, a * np.minimum(1.0, np.asarray(w) / self.params["alpha"]), a)
+        else:
+            a = np.broadcast_to(a, np.broadcast_shapes(np.shape(a), np.shape(w))).copy()
+        return a if self.params["norm_by_std"] else g.scale(a)
 
     def _closed_form(self, k, d):
         w = p if k["omega"] is None else k["omega"]
-        m_f = w / 2 * sp.sqrt(_q) + (1 - w) / 2 * sp.sqrt(p)
-        return sp.Min(1, w / k["alpha"]) * m_f, m_f
+        if self._sample_level:  # Eq. 12: A/sqrt(p̂) weighted ω/2, A/sqrt(q̂) weighted (1−ω)/2
+            m_f = (w / 2 * sp.sqrt(_q) + (1 - w) / 2 * sp.sqrt(p) if self.params["norm_by_std"]
+                   else d * (w / 2 * sp.sqrt(p) * _q + (1 - w) / 2 * p * sp.sqrt(_q)))
+        else:  # GRPO's masses, or Dr. GRPO's
+            m_f = sp.sqrt(p * _q) if self.params["norm_by_std"] else d * p * _q
+        return (sp.Min(1, w / k["alpha"]) * m_f if self._group_level else m_f), m_f
 
     def _population(self, g, p_values):
         return self._compute(g, None, omega=p_values.reshape((-1,) + (1,) * g.s.ndim))
+
+
+@register
+class AGRAESample(AGRAE):
+    """A-GRAE with the sample-level asymmetry only (A-GRAE Table 5, "GRPO + A-GRAE (sample level)";
+    App. D.5's "dynamic difficulty attention shift"): Eq. 12 without Eq. 13's attenuation,
+
+    ``A_i = ω/2·A_i/sqrt(p̂) + (1−ω)/2·A_i/sqrt(1−p̂)``, ``m_S = m_F = ω/2·sqrt(q) + (1−ω)/2·sqrt(p)``
+
+    (sign-balanced: the easy/hard re-weighting changes a group's scale, not the balance of its
+    signs).  ``omega`` and ``norm_by_std`` as in ``agrae`` (``norm_by_std=False``: on Dr. GRPO,
+    ``m_S = m_F = Δ·(ω/2·sqrt(p)·q + (1−ω)/2·p·sqrt(q))``).
+
+    >>> get("agrae_sample", omega=0.5)(np.array([1.0, 0.0, 0.0, 0.0]))
+    array([ 1.3660254, -0.4553418, -0.4553418, -0.4553418])
+    """
+
+    name = "agrae_sample"
+    description = "A-GRAE's sample-level asymmetry only: batch-accuracy-driven easy-to-hard re-weighting (Eq. 12)"
+    source = "A-GRAE Eq. 11-12, Table 5, App. D.5"
+    defaults = {"omega": None, "norm_by_std": True}
+    _group_level = False
+
+
+@register
+class AGRAEGroup(AGRAE):
+    """A-GRAE with the group-level asymmetry only (A-GRAE Table 5, "GRPO + A-GRAE (group level)";
+    App. D.5's "attenuation suppression strategy", compared there with ``negative_dominant``):
+    Eq. 13 applied to the GRPO advantage,
+
+    ``A_i* = A_i·min(1, ω/α)`` where ``A_i > 0``, else ``A_i``;
+    ``m_S = min(1, ω/α)·sqrt(pq)``, ``m_F = sqrt(pq)``.
+
+    ``omega``, ``alpha`` and ``norm_by_std`` as in ``agrae`` (``norm_by_std=False``: on Dr. GRPO,
+    ``m_S = min(1, ω/α)·Δ·pq``, ``m_F = Δ·pq``).
+
+    >>> get("agrae_group", omega=0.5)(np.array([1.0, 0.0, 0.0, 0.0]))
+    array([ 0.8660254 , -0.57735027, -0.57735027, -0.57735027])
+    """
+
+    name = "agrae_group"
+    description = "A-GRAE's group-level asymmetry only: positive advantages times min(1, ω/α) (Eq. 13)"
+    source = "A-GRAE Eq. 11, 13, Table 5, App. D.5"
+    _sample_level = False
 
 
 class _ScaledGRPO(Advantage):

@@ -20,10 +20,25 @@ not depend on the seed, which still picks the held-out problems; ``top_p`` has n
 token-level entropy is then that of the policy's own next-token distribution (temperature 1)
 along the greedy completions (the point mass that greedy decoding samples from has entropy 0);
 the answer-level entropy of one completion is 0.
+
+ΔNLL on rare-correct trajectories (F-GRPO App. F.2, Table 2's ``ΔNLL_rare``).  A fixed set of
+*rare-correct* trajectories is built once from the base (initial) policy
+(:func:`rare_correct_set`): ``prompts`` distinct training prompts, ``samples`` responses each
+sampled from the base model at temperature 1, only the correct ones kept; each kept trajectory's
+length-normalised NLL under the base model, ``NLL(y | x) = −(1/T) Σ_t log π(y_t | x, y_<t)`` over
+its ``T`` response tokens (``eos`` included), is computed with a full forward pass
+(:func:`sequence_nll`), and the rare-correct subset is the top ``fraction`` (the paper's 1 %) of
+them by that NLL.  :func:`delta_nll_rare` is the mean NLL of this fixed subset under a trained
+model minus its mean under the base model (the paper's "increase in negative log-likelihood on
+trajectories that were correct but low-probability under the base model"; positive: the trained
+policy moved probability away from them).  The paper uses 256 prompts × 800 samples; the sizes
+are arguments here.  ``evaluate(..., rare=SET)`` adds ``nll_rare`` and ``delta_nll_rare`` to the
+result (absent otherwise).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,7 +58,8 @@ from . import checkpoint as ck
 from . import models, rollout, tasks
 from .config import EVAL_FILES, EvalConfig
 
-__all__ = ["EvalResult", "evaluate", "greedy_decode", "answer_entropy", "load_task"]
+__all__ = ["EvalResult", "evaluate", "greedy_decode", "answer_entropy", "load_task", "RareSet", "rare_correct_set",
+           "sequence_nll", "delta_nll_rare"]
 
 
 @dataclass
@@ -65,12 +81,19 @@ class EvalResult:
     per_problem: pd.DataFrame
     decoding: str = "sample"
     greedy_accuracy: float | None = None
+    #: with ``evaluate(..., rare=SET)``: the mean length-normalised NLL of the rare-correct set under
+    #: this checkpoint, and its increase over the base model (F-GRPO App. F.2); ``None`` otherwise
+    nll_rare: float | None = None
+    delta_nll_rare: float | None = None
 
     def summary(self) -> dict[str, Any]:
-        return {"checkpoint": self.checkpoint, "task": self.task, "n": self.n, "problems": self.problems,
-                "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
-                "answer_entropy": self.answer_entropy, "token_entropy": self.token_entropy,
-                "solve_rate": self.solve_rate, "decoding": self.decoding, "greedy_accuracy": self.greedy_accuracy}
+        out = {"checkpoint": self.checkpoint, "task": self.task, "n": self.n, "problems": self.problems,
+               "pass_at_k": {str(k): v for k, v in self.pass_at_k.items()},
+               "answer_entropy": self.answer_entropy, "token_entropy": self.token_entropy,
+               "solve_rate": self.solve_rate, "decoding": self.decoding, "greedy_accuracy": self.greedy_accuracy}
+        if self.delta_nll_rare is not None:
+            out["nll_rare"], out["delta_nll_rare"] = self.nll_rare, self.delta_nll_rare
+        return out
 
 
 def answer_entropy(problem_index: np.ndarray, answers: Sequence[str], n_problems: int) -> np.ndarray:
@@ -132,6 +155,189 @@ def greedy_decode(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tenso
                           temperature=0.0, use_cache=use_cache, return_entropy=True)
 
 
+@dataclass
+class RareSet:
+    """The rare-correct trajectories of a base model (F-GRPO App. F.2; :func:`rare_correct_set`).
+
+    Token ids as the base model's tokenizer wrote them: ``prompt_ids``/``prompt_mask`` ``[M, P]``
+    left-padded, ``response_ids``/``response_mask`` ``[M, T]`` (mask 1 up to and including
+    ``eos``); ``base_nll`` ``[M]`` their length-normalised NLL under the base model.  ``candidates``
+    is the number of correct trajectories they were chosen from, ``drawn`` the number sampled.
+    """
+
+    base: str
+    prompts: list[str]
+    responses: list[str]
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    base_nll: np.ndarray
+    fraction: float
+    candidates: int
+    drawn: int
+
+    def rollouts(self, device: torch.device | str = "cpu") -> rollout.Rollouts:
+        """The trajectories as :class:`~simulations.grpo.rollout.Rollouts` (all completed)."""
+        return rollout.Rollouts(self.prompt_ids.to(device), self.prompt_mask.to(device), self.response_ids.to(device),
+                                self.response_mask.to(device), torch.ones(len(self.prompts), dtype=torch.bool,
+                                                                          device=device))
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the set to ``path`` (one ``.npz`` file; :meth:`load` reads it back)."""
+        from analysis.io import atomic_write
+
+        arrays = {k: getattr(self, k).cpu().numpy() for k in ("prompt_ids", "prompt_mask", "response_ids",
+                                                               "response_mask")}
+        meta = {"base": self.base, "fraction": self.fraction, "candidates": self.candidates, "drawn": self.drawn}
+        import json
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez(fh, base_nll=self.base_nll, prompts=np.array(self.prompts, dtype=str),
+                         responses=np.array(self.responses, dtype=str), meta=np.array(json.dumps(meta)), **arrays)
+        return atomic_write(path, write)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> RareSet:
+        import json
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            return cls(meta["base"], z["prompts"].tolist(), z["responses"].tolist(),
+                       *(torch.from_numpy(z[k]) for k in ("prompt_ids", "prompt_mask", "response_ids", "response_mask")),
+                       z["base_nll"], float(meta["fraction"]), int(meta["candidates"]), int(meta["drawn"]))
+
+
+@torch.no_grad()
+def sequence_nll(model: Any, ro: rollout.Rollouts, *, batch_size: int = 1024) -> np.ndarray:
+    """Length-normalised NLL of each response, ``−(1/T_i) Σ_t log π(y_t | x, y_<t)`` over its
+    ``T_i`` response tokens (``eos`` included), temperature 1, from a full forward pass in chunks
+    of ``batch_size`` sequences (float64 result ``[N]``)."""
+    batch_size = checks.integer("batch_size", batch_size, low=1)
+    was = model.training
+    model.eval()
+    out = []
+    for lo in range(0, ro.prompt_ids.shape[0], batch_size):
+        part = ro.select(slice(lo, lo + batch_size))
+        logp, _ = rollout.token_logprobs(model, part, with_entropy=False)
+        m = part.response_mask.to(logp.dtype)
+        out.append((-(logp * m).sum(-1).double() / m.sum(-1).double().clamp_min(1)).cpu().numpy())
+    model.train(was)
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def _distinct_train_problems(task: tasks.Task, n: int, seed: int) -> list[tasks.Problem]:
+    rng = np.random.default_rng([seed, task.split_seed, 11])
+    seen: dict[str, tasks.Problem] = {}
+    misses = 0
+    while len(seen) < n and misses < 20 * n + 1000:
+        prob = task.sample(rng, 1)[0]
+        if prob.prompt not in seen:
+            seen[prob.prompt] = prob
+            misses = 0
+        else:
+            misses += 1
+    return list(seen.values())
+
+
+def rare_correct_set(base: str | os.PathLike, *, task: tasks.Task | None = None, prompts: int = 256,
+                     samples: int = 800, fraction: float = 0.01, seed: int = 0, max_new_tokens: int | None = None,
+                     batch_size: int = 2048, device: str = "auto", threads: int | None = None,
+                     progress: bool = False) -> RareSet:
+    """The rare-correct set of the base checkpoint ``base`` (F-GRPO App. F.2; module docstring).
+
+    ``prompts`` distinct training prompts (fewer if the training split is smaller), ``samples``
+    responses each at temperature 1; the correct ones are ranked by their length-normalised NLL
+    under ``base`` and the top ``ceil(fraction · correct)`` (at least 1) form the set.  A base
+    model that solves none of them is refused.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from simulations.grpo import sft
+    >>> from simulations.grpo.config import SFTConfig
+    >>> d = tempfile.mkdtemp()
+    >>> base = sft.train_sft(SFTConfig(out=d + "/sft", task="sort", difficulty=2, target_solve_rate=0.3,
+    ...                                eval_every=25, eval_problems=16, eval_samples=2, threads=1, device="cpu",
+    ...                                quiet=True))
+    >>> rare = rare_correct_set(base, prompts=8, samples=16, fraction=0.1, device="cpu", threads=1)
+    >>> len(rare.prompts) == max(1, -(-rare.candidates // 10))
+    True
+    >>> delta_nll_rare(base, rare, device="cpu")        # the base model itself: no change
+    0.0
+    """
+    prompts = checks.integer("prompts", prompts, low=1)
+    samples = checks.integer("samples", samples, low=1)
+    fraction = checks.probability("fraction", fraction, low_open=True)
+    seed = checks.integer("seed", seed, low=0)
+    batch_size = checks.integer("batch_size", batch_size, low=1)
+    threads = checks.integer("threads", threads, low=1, allow_none=True)
+    models.check_model_dir(base, what="base")
+    task = load_task(base) if task is None else tasks.check_task(task)
+    dev = resolve_device(device)
+    with models.torch_threads(threads), torch.no_grad():
+        model, tok = models.load_policy(base, device=dev, what="base")
+        model.eval()
+        probs = _distinct_train_problems(task, prompts, seed)
+        max_new = max_new_tokens or task.max_answer_len() + 2
+        gen = torch.Generator(device=dev).manual_seed(seed)
+        per_chunk = max(1, batch_size // samples)
+        kept: list[tuple[list[str], rollout.Rollouts]] = []
+        from tqdm.auto import tqdm
+        for lo in tqdm(range(0, len(probs), per_chunk), desc="rare set", disable=not progress, leave=False):
+            chunk = probs[lo:lo + per_chunk]
+            ids, mask = rollout.encode_prompts(tok, [p.prompt for p in chunk], repeat=samples, device=dev)
+            ro = rollout.sample(model, ids, mask, max_new_tokens=max_new, eos_id=tok.eos_token_id,
+                                pad_id=tok.pad_token_id, generator=gen)
+            ok, _ = rollout.score(task, [p for p in chunk for _ in range(samples)], tok, ro)
+            idx = torch.from_numpy(np.flatnonzero(ok)).to(dev)
+            if len(idx):
+                kept.append(([chunk[i // samples].prompt for i in idx.tolist()], ro.select(idx)))
+        if not kept:
+            raise ValueError(f"base: the model in {str(base)!r} solved none of the {prompts * samples} sampled "
+                             "responses; no rare-correct set")
+        # one left-padded batch of every kept trajectory (prompts re-encoded; responses padded on the right)
+        prompt_text = [p for names, _ in kept for p in names]
+        T = max(int(ro.response_mask.sum(-1).max()) for _, ro in kept)
+        resp = torch.cat([torch.nn.functional.pad(ro.response_ids[:, :T], (0, T - min(T, ro.response_ids.shape[1])),
+                                                  value=tok.pad_token_id) for _, ro in kept])
+        rmask = torch.cat([torch.nn.functional.pad(ro.response_mask[:, :T], (0, T - min(T, ro.response_mask.shape[1])))
+                           for _, ro in kept])
+        pids, pmask = rollout.encode_prompts(tok, prompt_text, device=dev)
+        allro = rollout.Rollouts(pids, pmask, resp, rmask, torch.ones(len(prompt_text), dtype=torch.bool, device=dev))
+        nll = sequence_nll(model, allro, batch_size=batch_size)
+        m = max(1, math.ceil(fraction * len(nll) - 1e-9))
+        top = np.argsort(-nll, kind="stable")[:m]
+        sel = allro.select(torch.from_numpy(top).to(dev))
+        texts, _ = rollout.decode_responses(tok, sel)
+        # drop prompt columns that are padding in every selected row
+        keep_cols = sel.prompt_mask.bool().any(0)
+        out = RareSet(str(base), [prompt_text[i] for i in top], texts, sel.prompt_ids[:, keep_cols].cpu(),
+                      sel.prompt_mask[:, keep_cols].cpu(), sel.response_ids.cpu(), sel.response_mask.cpu(),
+                      nll[top], float(fraction), len(nll), len(probs) * samples)
+        # the base NLL of the stored set as delta_nll_rare will recompute it (same inputs, same batching)
+        out.base_nll = sequence_nll(model, out.rollouts(dev))
+        return out
+
+
+def delta_nll_rare(checkpoint: str | os.PathLike, rare: RareSet, *, batch_size: int = 1024, device: str = "auto",
+                   threads: int | None = None) -> float:
+    """``ΔNLL_rare`` of ``checkpoint``: the mean length-normalised NLL of the rare-correct set under
+    it minus the set's mean under the base model (F-GRPO App. F.2, Table 2)."""
+    return _nll_rare(checkpoint, rare, batch_size=batch_size, device=device, threads=threads)[1]
+
+
+def _nll_rare(checkpoint, rare, *, batch_size, device, threads, model=None) -> tuple[float, float]:
+    threads = checks.integer("threads", threads, low=1, allow_none=True)
+    with models.torch_threads(threads):
+        if model is None:
+            model, _ = models.load_policy(checkpoint, device=resolve_device(device), what="checkpoint")
+        dev = next(model.parameters()).device
+        nll = sequence_nll(model, rare.rollouts(dev), batch_size=batch_size)
+    mean = float(nll.mean())
+    return mean, mean - float(np.mean(rare.base_nll))
+
+
 _E = EvalConfig  # the defaults of the settings below are those of ``rlvr-train eval``
 
 
@@ -139,7 +345,7 @@ def evaluate(checkpoint: str | os.PathLike, *, task: tasks.Task | None = None, k
              n: int | None = _E.n, problems: int = _E.problems, max_new_tokens: int | None = _E.max_new_tokens,
              temperature: float = _E.temperature, top_p: float = _E.top_p, seed: int = _E.seed,
              batch_size: int = _E.batch_size, device: str = _E.device, threads: int | None = _E.threads,
-             progress: bool = True) -> EvalResult:
+             progress: bool = True, rare: RareSet | None = None) -> EvalResult:
     """Evaluate a checkpoint directory on held-out problems (module docstring).
 
     ``n`` (samples per problem) defaults to ``max(k)``; every ``k`` must satisfy ``1 <= k <= n``.
@@ -147,17 +353,21 @@ def evaluate(checkpoint: str | os.PathLike, *, task: tasks.Task | None = None, k
     (``n`` 1 or ``None``, ``k`` only 1), and ``EvalResult.greedy_accuracy`` is reported.
     ``batch_size`` bounds the sequences generated at once; ``threads``: CPU threads during the
     call.  The settings are described in :class:`~simulations.grpo.config.EvalConfig`.
+    ``rare``: a rare-correct set of the base model (:func:`rare_correct_set`); the result then
+    also has ``nll_rare`` and ``delta_nll_rare`` (F-GRPO App. F.2).
     """
     threads = checks.integer("threads", threads, low=1, allow_none=True)
     with models.torch_threads(threads):
         return _evaluate(checkpoint, task=task, k=k, n=n, problems=problems, max_new_tokens=max_new_tokens,
                          temperature=temperature, top_p=top_p, seed=seed, batch_size=batch_size,
-                         device=device, progress=progress)
+                         device=device, progress=progress, rare=rare)
 
 
 @torch.no_grad()
 def _evaluate(checkpoint, *, task, k, n, problems, max_new_tokens, temperature, top_p, seed, batch_size,
-              device, progress) -> EvalResult:
+              device, progress, rare=None) -> EvalResult:
+    if rare is not None and not isinstance(rare, RareSet):
+        raise ValueError(f"rare must be a RareSet (evaluate.rare_correct_set) or None, got {type(rare).__name__}")
     ks = sorted({checks.integer("k", x, low=1) for x in k})
     temperature = checks.number("temperature", temperature, low=0)
     greedy = temperature == 0
@@ -211,6 +421,8 @@ def _evaluate(checkpoint, *, task, k, n, problems, max_new_tokens, temperature, 
         m = ro.response_mask.float()
         ent_sum += float((ro.entropy * m).sum())
         ent_cnt += float(m.sum())
+    nll_rare = (None, None) if rare is None else _nll_rare(checkpoint, rare, batch_size=1024, device=dev,
+                                                           threads=None, model=model)
     P = len(probs)
     ok = np.concatenate(correct).reshape(P, n)
     c = ok.sum(-1)
@@ -222,7 +434,8 @@ def _evaluate(checkpoint, *, task, k, n, problems, max_new_tokens, temperature, 
     return EvalResult(str(checkpoint), task.spec(), n, P,
                       {kk: float(table[f"pass@{kk}"].mean()) for kk in ks},
                       float(h_ans.mean()), ent_sum / max(ent_cnt, 1.0), float(ok.mean()), table,
-                      decoding="greedy" if greedy else "sample", greedy_accuracy=float(ok.mean()) if greedy else None)
+                      decoding="greedy" if greedy else "sample", greedy_accuracy=float(ok.mean()) if greedy else None,
+                      nll_rare=nll_rare[0], delta_nll_rare=nll_rare[1])
 
 
 def write_result(res: EvalResult, out: str | os.PathLike, *, overwrite: bool = False) -> Path:
