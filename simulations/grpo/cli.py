@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "every k steps.")
     add_run_settings(g, GRPOConfig)
     runner.add_param_option(g, of="advantage or schedule")
+    g.add_argument("--recipe", default=None, metavar="NAME",
+                   help="a method's published settings (simulations.grpo.recipes: "
+                        f"{', '.join(_recipe_names())}); flags given explicitly win")
     g.set_defaults(func=_cmd_grpo)
 
     e = sub.add_parser("eval", help="held-out pass@k (or greedy accuracy) and answer/token entropy of a checkpoint")
@@ -122,12 +125,34 @@ def _cmd_sft(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recipe_names() -> list[str]:
+    from . import recipes
+
+    return recipes.names()
+
+
+def with_recipe(name: str | None, kw: dict[str, Any]) -> dict[str, Any]:
+    """The settings ``kw`` given on the command line over recipe ``name``'s
+    (:mod:`simulations.grpo.recipes`).  A given ``advantage`` or ``schedule`` replaces the
+    recipe's method as a whole: its ``advantage``, ``schedule`` and ``params``."""
+    if name is None:
+        return kw
+    from . import recipes
+
+    base = recipes.settings(name)
+    if "advantage" in kw or "schedule" in kw:
+        for key in ("advantage", "schedule", "params"):
+            base.pop(key, None)
+    return {**base, **kw}
+
+
 def _cmd_grpo(args: argparse.Namespace) -> int:
     from .trainer import train
 
     kw = runner.given_settings(args, GRPOConfig)
     if args.param is not None:
         kw["params"] = runner.parse_params(args.param)
+    kw = with_recipe(args.recipe, kw)
     saved = None
     if kw.get("resume"):  # a resumed run keeps its settings unless given again
         check_out_dir(args.out, resume=True)
@@ -142,6 +167,32 @@ def _cmd_grpo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rare_set(cfg: EvalConfig, task: Any) -> Any:
+    """The rare-correct set of ``--nll-rare-set`` / ``--nll-rare-base`` (``None`` without either)."""
+    from rlvr_theory import checks
+
+    from .evaluate import RareSet, rare_correct_set
+
+    checks.integer("nll_rare_prompts", cfg.nll_rare_prompts, low=1)
+    checks.integer("nll_rare_samples", cfg.nll_rare_samples, low=1)
+    checks.probability("nll_rare_fraction", cfg.nll_rare_fraction, low_open=True)
+    path = Path(cfg.nll_rare_set) if cfg.nll_rare_set else None
+    if path is not None and path.is_file():
+        return RareSet.load(path)
+    if cfg.nll_rare_base is None:
+        if path is not None:
+            raise ValueError(f"nll_rare_set: {path} does not exist; give --nll-rare-base to build it")
+        return None
+    if path is not None:
+        check_out(path, kind="file", arg="nll_rare_set")
+    rare = rare_correct_set(cfg.nll_rare_base, task=task, prompts=cfg.nll_rare_prompts, samples=cfg.nll_rare_samples,
+                            fraction=cfg.nll_rare_fraction, seed=cfg.seed, batch_size=cfg.batch_size,
+                            device=cfg.device, threads=cfg.threads, progress=not cfg.quiet)
+    if path is not None:
+        rare.save(path)
+    return rare
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from .evaluate import evaluate, load_task, write_result
 
@@ -149,10 +200,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if cfg.out is not None:  # before the evaluation, which may take long
         check_out(cfg.out, markers=EVAL_FILES[:1], overwrite=bool(cfg.overwrite))
     task = load_task(cfg.checkpoint, cfg.task, cfg.difficulty) if (cfg.task or cfg.difficulty) else None
+    rare = _rare_set(cfg, task)
     res = evaluate(cfg.checkpoint, task=task, k=cfg.k, n=cfg.n, problems=cfg.problems,
                    max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
                    seed=cfg.seed, batch_size=cfg.batch_size, device=cfg.device, threads=cfg.threads,
-                   progress=not cfg.quiet)
+                   progress=not cfg.quiet, rare=rare)
     print(f"checkpoint      {res.checkpoint}")
     print(f"task            {res.task['name']} (difficulty {res.task['difficulty']}), "
           f"{res.problems} held-out problems x "
@@ -163,6 +215,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(f"pass@{k:<10d} {v:.4f}")
     print(f"answer entropy  {res.answer_entropy:.4f} nats")
     print(f"token entropy   {res.token_entropy:.4f} nats")
+    if res.delta_nll_rare is not None:
+        print(f"ΔNLL_rare       {res.delta_nll_rare:+.4f} nats/token ({len(rare.prompts)} rare correct solutions, "
+              f"base NLL {float(rare.base_nll.mean()):.4f})")
     if cfg.out is not None:
         write_result(res, cfg.out, overwrite=bool(cfg.overwrite))
     return 0

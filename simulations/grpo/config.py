@@ -501,6 +501,16 @@ class EvalConfig:
     out: str | None = field(default=None, metadata={
         "help": "write eval.json and per_problem.csv into this directory", "default_text": "print only"})
     overwrite: bool = field(default=False, metadata={"help": _OVERWRITE_HELP})
+    nll_rare_base: str | None = field(default=None, metadata={
+        "help": "base checkpoint (e.g. the SFT model) whose rare correct solutions give ΔNLL_rare "
+                "(F-GRPO App. F.2)", "default_text": "no ΔNLL_rare"})
+    nll_rare_set: str | None = field(default=None, metadata={
+        "help": "rare-correct set file (.npz): read if it exists, else built from --nll-rare-base and "
+                "written there, so several checkpoints share one set", "default_text": "not kept"})
+    nll_rare_prompts: int = field(default=256, metadata={"help": "distinct training prompts of the rare set"})
+    nll_rare_samples: int = field(default=800, metadata={"help": "base-model samples per prompt of the rare set"})
+    nll_rare_fraction: float = field(default=0.01, metadata={
+        "help": "share of the correct samples, highest base NLL first, kept in the rare set"})
 
 
 @dataclass

@@ -120,3 +120,31 @@ def test_bad_arguments_are_refused_by_name(base, full_set):
     task = tasks.get("sort", 10)
     with pytest.raises(ValueError, match="solved none"):
         evaluate.rare_correct_set(base, task=task, prompts=2, samples=2, **CPU)
+
+
+def test_rlvr_train_eval_reports_delta_nll_rare_and_reuses_a_saved_set(base, trained, tmp_path, capsys):
+    """`rlvr-train eval --nll-rare-base B --nll-rare-set F`: builds the set, writes it to F, reports
+    ΔNLL_rare in eval.json; a second checkpoint reads the same F back (no base needed)."""
+    import json
+
+    from simulations.grpo import cli
+
+    path = tmp_path / "rare.npz"
+    common = ["--k", "1", "--problems", "4", "--threads", "1", "--device", "cpu", "--quiet"]
+    assert cli.main(["eval", str(trained), "--nll-rare-base", str(base), "--nll-rare-set", str(path),
+                     "--nll-rare-prompts", "6", "--nll-rare-samples", "8", "--nll-rare-fraction", "0.5",
+                     "--out", str(tmp_path / "e1"), *common]) == 0
+    assert "ΔNLL_rare" in capsys.readouterr().out
+    rare = evaluate.RareSet.load(path)
+    assert rare.base == str(base) and rare.fraction == 0.5
+    got = json.loads((tmp_path / "e1" / "eval.json").read_text())
+    assert got["delta_nll_rare"] == pytest.approx(evaluate.delta_nll_rare(trained, rare, **CPU), abs=1e-12)
+    assert got["delta_nll_rare"] != 0
+    stamp = path.stat().st_mtime_ns
+    assert cli.main(["eval", str(base), "--nll-rare-set", str(path), "--out", str(tmp_path / "e2"), *common]) == 0
+    assert path.stat().st_mtime_ns == stamp                                  # read, not rebuilt
+    assert json.loads((tmp_path / "e2" / "eval.json").read_text())["delta_nll_rare"] == 0.0
+    assert cli.main(["eval", str(base), "--nll-rare-set", str(tmp_path / "none.npz"), *common]) == 2
+    assert "--nll-rare-set" in capsys.readouterr().err
+    assert cli.main(["eval", str(base), "--nll-rare-base", str(base), "--nll-rare-fraction", "0", *common]) == 2
+    assert "--nll-rare-fraction" in capsys.readouterr().err

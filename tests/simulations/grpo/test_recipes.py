@@ -4,6 +4,7 @@ App. H.2 and Table 6 state (copied here from the paper, not from the module), us
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -105,3 +106,31 @@ def test_a_recipe_run_trains_with_the_focal_advantage(tmp_path):
         r = (np.random.default_rng(rec.step).random((6, 4)) < 0.5).astype(float)
         np.testing.assert_allclose(rec.advantage(r), focal(r), rtol=1e-12)
     assert dataclasses.asdict(cfg)["minibatches"] == 4
+
+
+def test_the_cli_recipe_flag_merges_under_the_given_flags(tmp_path):
+    """`rlvr-train grpo --recipe NAME`: the recipe's settings, then every flag given on top; a given
+    advantage or schedule replaces the recipe's method (advantage, schedule, params) as a whole."""
+    from simulations.grpo import cli
+
+    out = tmp_path / "run"
+    assert cli.main(["grpo", "--recipe", "f-cispo", "--task", "sort", "--difficulty", "2", "--steps", "1",
+                     "--batch-size", "4", "--group-size", "4", "--eps-high", "3", "--threads", "1", "--device", "cpu",
+                     "--quiet", "--out", str(out)]) == 0
+    saved = json.loads((out / "run_config.json").read_text())
+    saved = saved.get("settings", saved)
+    want = {**recipes.settings("f-cispo"), "eps_high": 3.0, "steps": 1, "batch_size": 4}
+    assert {k: saved[k] for k in want} == {k: (list(v) if isinstance(v, tuple) else v) for k, v in want.items()}
+    assert "params" not in cli.with_recipe("f-dapo", {"advantage": "grpo"})
+    merged = cli.with_recipe("f-dapo", {"schedule": "fade", "lr": 0.5})
+    assert merged["schedule"] == "fade" and "advantage" not in merged and "params" not in merged
+    assert merged["eps_high"] == 0.28 and merged["lr"] == 0.5
+    assert cli.with_recipe(None, {"lr": 1}) == {"lr": 1}
+
+
+def test_the_cli_refuses_an_unknown_recipe(tmp_path, capsys):
+    from simulations.grpo import cli
+
+    assert cli.main(["grpo", "--recipe", "nope", "--task", "sort", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown recipe 'nope'; allowed: cispo" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
