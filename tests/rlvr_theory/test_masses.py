@@ -255,10 +255,10 @@ def test_monte_carlo_agrees_with_exact(adv):
 
 # -------------------------------------------------------------- sign balance
 BALANCED = ["grpo", "dr_grpo", "rloo", "skew_r", "power_alpha", "power_alpha_easy", "maxrl", "passk_chen",
-            "passk_mix", "binary_contrastive", "power_norm", "softmax", "t2t", "fgrpo", "agrae_hard", "agrae_easy",
+            "passk_mix", "binary_contrastive", "power_norm", "softmax", "t2t", "fgrpo", "agrae_sample", "agrae_hard", "agrae_easy",
             "reinforce_pp", "grpo_batch", "opo", "reinforce_pp_baseline", "gpg"]
 BIASED = ["reinforce", "asym_power_alpha", "passk_tang", "asymrl", "quantile", "mc_grpo", "logmeanexp", "relu",
-          "w_reinforce", "positive_dominant", "negative_dominant", "iac", "grpo_n", "grpo_passk"]
+          "w_reinforce", "positive_dominant", "negative_dominant", "iac", "grpo_n", "grpo_passk", "agrae_group"]
 
 
 def test_every_family_is_classified():
