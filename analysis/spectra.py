@@ -1004,6 +1004,15 @@ def leading_vectors(W: Any, r: int = 1, **options: Any) -> tuple[np.ndarray, np.
     return spec.u[:, :r], spec.s[:r].copy(), spec.v[:, :r]
 
 
+def _top_right_vector(a: np.ndarray) -> np.ndarray:
+    """Leading right singular vector of each matrix of ``a`` [..., V, d] (float64, entries scaled to
+    at most 1): the top eigenvector of the d × d Gram ``aᵀa`` when V ≥ d (V·d² work instead of an
+    SVD's larger constant; an output head has V ≫ d), else from the SVD."""
+    if a.shape[-2] < a.shape[-1]:
+        return np.linalg.svd(a, full_matrices=False)[2][..., 0, :]
+    return np.linalg.eigh(np.matmul(np.swapaxes(a, -1, -2), a))[1][..., :, -1]
+
+
 def successive_alignment(prev: Any, cur: Any) -> tuple[np.ndarray, np.ndarray]:
     """Alignment of two successive output-head gradients (FADE Cor. 15.3, "cross-step accumulation").
 
@@ -1017,7 +1026,8 @@ def successive_alignment(prev: Any, cur: Any) -> tuple[np.ndarray, np.ndarray]:
     ``prev``, ``cur``: arrays (numpy or torch) of the same shape ``[..., V, d]``; leading axes are
     a batch (one value per matrix).  A zero gradient gives NaN for both (no direction).  The
     leading vector of a matrix whose top two singular values tie is not unique; ``u_cos`` is then
-    not meaningful.
+    not meaningful.  Cost: one d × d Gram per matrix (V·d² operations; about 0.1 s for a
+    2,048 × 896 head, seconds for a 152k-token vocabulary).
 
     Examples
     --------
@@ -1039,9 +1049,7 @@ def successive_alignment(prev: Any, cur: Any) -> tuple[np.ndarray, np.ndarray]:
     nb = np.sqrt(np.sum(b * b, axis=(-2, -1)))
     with np.errstate(invalid="ignore", divide="ignore"):
         cos = np.sum(a * b, axis=(-2, -1)) / (na * nb)
-        ua = np.linalg.svd(a, full_matrices=False)[2][..., 0, :]
-        ub = np.linalg.svd(b, full_matrices=False)[2][..., 0, :]
-        u_cos = np.abs(np.sum(ua * ub, axis=-1))
+        u_cos = np.abs(np.sum(_top_right_vector(a) * _top_right_vector(b), axis=-1))
     bad = (na == 0) | (nb == 0)
     return np.where(bad, np.nan, np.clip(cos, -1.0, 1.0)), np.where(bad, np.nan, np.minimum(u_cos, 1.0))
 
