@@ -184,4 +184,4 @@ def claims(df: pd.DataFrame) -> list[Claim]:
 
 
 register(FigureSpec("fade_fig12", "Shifted power law vs Beta fits of pass@k across difficulty splits (synthetic)",
-                    "FADE App. 12.2 Fig. 12 (Fig. 10-11)", data, plot, claims, markdown))
+                    "FADE App. 12.2, Fig. 10-12", data, plot, claims, markdown))
