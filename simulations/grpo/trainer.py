@@ -125,13 +125,6 @@ def _head_delta_norm(model: Any, head0: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(models.output_head(model).detach() - head0))
 
 
-def _schedule_kwargs(cfg: GRPOConfig, H0: float | None) -> dict[str, Any]:
-    kw = dict(cfg.params)
-    if cfg.schedule == "fade" and "H0" not in kw:
-        kw["H0"] = H0
-    return kw
-
-
 def _prepare_out(cfg: GRPOConfig, out: Path, dev: torch.device) -> tuple[int, Path] | None:
     """Create the run directory (``run_config.json`` first), or, with ``resume``, check that the
     saved settings match and return the checkpoint to restart from (``None``: none yet)."""
@@ -484,7 +477,8 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
             # 4. advantages from the registry (or a schedule fed this batch's signals) and masses
             if cfg.schedule is not None:
                 if schedule is None:  # first step: FADE's Ĥ starts at the initial entropy H0 (Alg. 2 line 1)
-                    schedule_kw = _schedule_kwargs(cfg, entropy_nll)
+                    # a typed H0 wins; schedules.get gives H0 to the schedules that take it (saved for resume)
+                    schedule_kw = {"H0": entropy_nll, **cfg.params}
                     schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
                 adv_fn = schedule.update(reward_mean=float(rewards.mean()), entropy=entropy_nll, step=step)
             else:
