@@ -18,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 from matplotlib.offsetbox import AnchoredText  # noqa: E402
 
 from analysis.report import PAPER_COLOR, paper_values  # noqa: E402  (one gid convention for figures and reports)
@@ -104,3 +105,17 @@ def paper_note(ax: Any, text: str, values: Sequence[float], *, loc: str = "lower
     box.patch.set_alpha(0.85)
     ax.add_artist(box)
     return tag_paper(box, values)
+
+
+def passk_bars(ax: Any, df: Any, names: list[str], *, fontsize: float = 7) -> None:
+    """Bars of held-out pass@1 and pass@k (mean ± s.e. over seeds, columns ``pass1``, ``pass1_se``,
+    ``passk``, ``passk_se``, ``k``) per row of ``df``, with the SFT start (``sft_pass1``,
+    ``sft_passk``) as dashed lines: the tables of the trainer experiments."""
+    x = np.arange(len(df))
+    k = int(df.k.iloc[0])
+    w = 0.38
+    ax.bar(x - w / 2, df.pass1, w, yerr=df.pass1_se, color="C0", label="pass@1 (mean ± s.e. over seeds)")
+    ax.bar(x + w / 2, df.passk, w, yerr=df.passk_se, color="C2", label=f"pass@{k}")
+    ax.axhline(df.sft_pass1.iloc[0], color="C0", ls="--", lw=1, label="SFT start: pass@1")
+    ax.axhline(df.sft_passk.iloc[0], color="C2", ls="--", lw=1, label=f"SFT start: pass@{k}")
+    ax.set_xticks(x, names, fontsize=fontsize)

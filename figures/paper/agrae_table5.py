@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..registry import Claim, FigureSpec, register
-from ._style import paper_note, paper_point, subplots
+from ._style import paper_note, paper_point, passk_bars, subplots
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "agrae_collapse.csv"
 ORDER = ("GRPO", "Negative-Dominant", "A-GRAE (group level)", "A-GRAE (sample level)", "A-GRAE (full)",
@@ -67,13 +67,7 @@ def plot(df: pd.DataFrame):
                "the full A-GRAE raises pass@1 most; on Dr. GRPO\nit raises pass@1 too (1 = yes, claims)", [1.0],
                loc="upper center", bbox_to_anchor=(0.5, -0.28), bbox_transform=ax.transAxes)
     ax = axes[1]
-    k = int(df.k.iloc[0])
-    w = 0.38
-    ax.bar(x - w / 2, df.pass1, w, yerr=df.pass1_se, color="C0", label="pass@1 (mean ± s.e. over seeds)")
-    ax.bar(x + w / 2, df.passk, w, yerr=df.passk_se, color="C2", label=f"pass@{k}")
-    ax.axhline(df.sft_pass1.iloc[0], color="C0", ls="--", lw=1, label="SFT start: pass@1")
-    ax.axhline(df.sft_passk.iloc[0], color="C2", ls="--", lw=1, label=f"SFT start: pass@{k}")
-    ax.set_xticks(x, names, fontsize=6.5)
+    passk_bars(ax, df, names, fontsize=6.5)
     ax.set(ylabel="held-out solve rate", ylim=(0, 1.15), title="held-out pass@k after training")
     ax.legend(fontsize=6.5, loc="upper left", ncol=2)
     paper_note(ax, "paper (Table 5, MATH, 7B) pass@1 / pass@256:\n" + "\n".join(

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..registry import Claim, FigureSpec, register
-from ._style import paper_note, subplots
+from ._style import paper_note, passk_bars, subplots
 
 CSV = Path(__file__).resolve().parents[1] / "data" / "fgrpo_table2.csv"
 ORDER = ("GRPO N=2", "GRPO N=8", "GRPO N=32", "F-GRPO N=8", "GRPO-H N=8", "GRPO-KL N=8")
@@ -47,15 +47,9 @@ def data() -> pd.DataFrame:
 def plot(df: pd.DataFrame):
     fig, axes = subplots(2, width=5.2, height=3.9)
     x = np.arange(len(df))
-    k = int(df.k.iloc[0])
     names = [v.replace(" N=", "\nN=") for v in df.variant]
     ax = axes[0]
-    w = 0.38
-    ax.bar(x - w / 2, df.pass1, w, yerr=df.pass1_se, color="C0", label="pass@1 (mean ± s.e. over seeds)")
-    ax.bar(x + w / 2, df.passk, w, yerr=df.passk_se, color="C2", label=f"pass@{k}")
-    ax.axhline(df.sft_pass1.iloc[0], color="C0", ls="--", lw=1, label="SFT start: pass@1")
-    ax.axhline(df.sft_passk.iloc[0], color="C2", ls="--", lw=1, label=f"SFT start: pass@{k}")
-    ax.set_xticks(x, names, fontsize=7)
+    passk_bars(ax, df, names)
     ax.set(ylabel="held-out solve rate", ylim=(0, 1.15),
            title=f"held-out pass@k ({int(df.runs.min())} seeds, {int(df.steps.iloc[0])} steps, sort-3)")
     ax.legend(fontsize=6.5, loc="upper left", ncol=2)

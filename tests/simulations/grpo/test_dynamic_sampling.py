@@ -16,17 +16,9 @@ import torch
 from simulations.grpo import checkpoint as ck
 from simulations.grpo import cli, models, rollout, tasks, trainer
 from simulations.grpo.config import LATER_SETTINGS
-from tests.simulations.grpo.test_trainer import FAST, TIMING, _records, _weights, base  # noqa: F401 (fixture)
+from tests.simulations.grpo.test_trainer import FAST, TIMING, _records, _weights, base, metrics_frame, run_crash_resume  # noqa: F401 (fixture)
 
 DS = ["groups_drawn", "groups_dropped", "refill_rounds", "groups_without_signal"]
-
-
-class _Crash(Exception):
-    pass
-
-
-def _metrics(run) -> pd.DataFrame:
-    return pd.read_csv(run / "metrics.csv").drop(columns=TIMING)
 
 
 def test_options_off_are_the_run_without_them(base, tmp_path):  # noqa: F811
@@ -34,7 +26,7 @@ def test_options_off_are_the_run_without_them(base, tmp_path):  # noqa: F811
     trainer.train(trainer.GRPOConfig(out=str(tmp_path / "absent"), **common))
     trainer.train(trainer.GRPOConfig(out=str(tmp_path / "off"), dynamic_sampling=False, max_refill_rounds=3,
                                      drop_easiest=0.0, filter_queries=5, filter_samples=3, **common))
-    a, b = _metrics(tmp_path / "absent"), _metrics(tmp_path / "off")
+    a, b = metrics_frame(tmp_path / "absent"), metrics_frame(tmp_path / "off")
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     assert list(a.columns) == [c for c in trainer.METRIC_COLUMNS if c not in TIMING]   # no new columns
     wa, wb = (_weights(tmp_path / r / ck.checkpoint_name(3)) for r in ("absent", "off"))
@@ -46,7 +38,7 @@ def test_options_off_are_the_run_without_them(base, tmp_path):  # noqa: F811
     doc["settings"] = {k: v for k, v in doc["settings"].items() if k not in LATER_SETTINGS}
     path.write_text(json.dumps(doc))
     trainer.train(trainer.GRPOConfig(out=str(tmp_path / "absent"), resume=True, **{**common, "steps": 4}))
-    assert len(_metrics(tmp_path / "absent")) == 4
+    assert len(metrics_frame(tmp_path / "absent")) == 4
 
 
 def test_dynamic_sampling_updates_on_groups_with_signal_only(base, tmp_path):  # noqa: F811
@@ -82,8 +74,8 @@ def test_dynamic_sampling_cap_zero_keeps_the_first_batch(base, tmp_path):  # noq
     trainer.train(trainer.GRPOConfig(out=str(tmp_path / "off"), **common))
     recs = _records(trainer.GRPOConfig(out=str(tmp_path / "cap0"), dynamic_sampling=True, max_refill_rounds=0,
                                        **common))
-    on = _metrics(tmp_path / "cap0")
-    pd.testing.assert_frame_equal(on.drop(columns=DS), _metrics(tmp_path / "off"), check_exact=True)
+    on = metrics_frame(tmp_path / "cap0")
+    pd.testing.assert_frame_equal(on.drop(columns=DS), metrics_frame(tmp_path / "off"), check_exact=True)
     assert (on["groups_drawn"] == FAST["batch_size"]).all() and (on[["groups_dropped", "refill_rounds"]] == 0).all().all()
     no_signal = [int((r.rewards.max(1) == r.rewards.min(1)).sum()) for r in recs]
     assert on["groups_without_signal"].tolist() == no_signal
@@ -92,15 +84,7 @@ def test_dynamic_sampling_cap_zero_keeps_the_first_batch(base, tmp_path):  # noq
 def test_dynamic_sampling_resume_is_bit_identical(base, tmp_path):  # noqa: F811
     common = dict(init=str(base), steps=5, checkpoint_every=2, log_every=1, dynamic_sampling=True,
                   max_refill_rounds=3, **FAST)
-    trainer.train(trainer.GRPOConfig(out=str(tmp_path / "a"), **common))
-
-    def crash(rec):
-        if rec.step == 3:
-            raise _Crash
-    with pytest.raises(_Crash):
-        trainer.train(trainer.GRPOConfig(out=str(tmp_path / "b"), **common), callback=crash)
-    trainer.train(trainer.GRPOConfig(out=str(tmp_path / "b"), resume=True, **common))
-    a, b = _metrics(tmp_path / "a"), _metrics(tmp_path / "b")
+    a, b = run_crash_resume(tmp_path, common)
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     assert a["groups_dropped"].sum() > 0      # refills happened, before and after the checkpoint
     for step in (4, 5):

@@ -14,17 +14,9 @@ import torch
 
 from simulations.grpo import checkpoint as ck
 from simulations.grpo import cli, memory, models, rollout, trainer
-from tests.simulations.grpo.test_trainer import FAST, TIMING, _weights, base  # noqa: F401 (fixture)
+from tests.simulations.grpo.test_trainer import FAST, TIMING, _weights, base, metrics_frame, run_crash_resume  # noqa: F401 (fixture)
 
 MU = 0.7
-
-
-class _Crash(Exception):
-    pass
-
-
-def _metrics(run) -> pd.DataFrame:
-    return pd.read_csv(run / "metrics.csv").drop(columns=TIMING)
 
 
 def _policy_and_memory(base_dir, seed=1, scale=2.0):  # noqa: F811
@@ -164,7 +156,7 @@ def test_memory_starts_neutral_and_mu_zero_is_the_run_without_it(base, tmp_path)
     trainer.train(trainer.GRPOConfig(out=str(tmp_path / "absent"), **common))
     trainer.train(trainer.GRPOConfig(out=str(tmp_path / "zero"), mu=0.0, **common))
     trainer.train(trainer.GRPOConfig(out=str(tmp_path / "dlc"), mu=MU, memory_lr=0.05, **common))
-    a, z, d = (_metrics(tmp_path / r) for r in ("absent", "zero", "dlc"))
+    a, z, d = (metrics_frame(tmp_path / r) for r in ("absent", "zero", "dlc"))
     pd.testing.assert_frame_equal(a, z, check_exact=True)
     assert "memory_loss" not in z.columns
     wa, wz = (_weights(tmp_path / r / ck.checkpoint_name(3)) for r in ("absent", "zero"))
@@ -183,15 +175,7 @@ def test_memory_starts_neutral_and_mu_zero_is_the_run_without_it(base, tmp_path)
 
 def test_resume_with_memory_is_bit_identical(base, tmp_path):  # noqa: F811
     common = dict(init=str(base), steps=5, checkpoint_every=2, log_every=1, mu=MU, memory_lr=0.05, **FAST)
-    trainer.train(trainer.GRPOConfig(out=str(tmp_path / "a"), **common))
-
-    def crash(rec):
-        if rec.step == 3:
-            raise _Crash
-    with pytest.raises(_Crash):
-        trainer.train(trainer.GRPOConfig(out=str(tmp_path / "b"), **common), callback=crash)
-    trainer.train(trainer.GRPOConfig(out=str(tmp_path / "b"), resume=True, **common))
-    a, b = _metrics(tmp_path / "a"), _metrics(tmp_path / "b")
+    a, b = run_crash_resume(tmp_path, common)
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     assert np.isfinite(a["head_grad_cos"].iloc[2])   # step 3, the first after the resume: g_2 came from the checkpoint
     for step in (4, 5):

@@ -174,6 +174,25 @@ class _Crash(Exception):
     pass
 
 
+def metrics_frame(run: Path) -> pd.DataFrame:
+    """A run's ``metrics.csv`` without the timing columns (the part a rerun reproduces)."""
+    return pd.read_csv(run / "metrics.csv").drop(columns=TIMING)
+
+
+def run_crash_resume(tmp_path: Path, common: dict, *, crash_at: int = 3) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train ``common`` straight through into ``tmp_path/a``; into ``tmp_path/b`` crash after step
+    ``crash_at`` and resume.  Returns both runs' :func:`metrics_frame`."""
+    trainer.train(trainer.GRPOConfig(out=str(tmp_path / "a"), **common))
+
+    def crash(rec):
+        if rec.step == crash_at:
+            raise _Crash
+    with pytest.raises(_Crash):
+        trainer.train(trainer.GRPOConfig(out=str(tmp_path / "b"), **common), callback=crash)
+    trainer.train(trainer.GRPOConfig(out=str(tmp_path / "b"), resume=True, **common))
+    return metrics_frame(tmp_path / "a"), metrics_frame(tmp_path / "b")
+
+
 def test_kill_and_resume_gives_identical_metrics_and_weights(base, tmp_path):
     common = dict(init=str(base), advantage="asym_grpo", params={"delta": 0.5}, steps=5, checkpoint_every=2,
                   log_every=1, ppo_epochs=2, minibatches=2, **FAST)
