@@ -5,7 +5,9 @@ Importing this module registers, with :func:`verl.trainer.ppo.core_algos.registe
 * ``rlvr_<name>`` for every family of :func:`rlvr_theory.advantages.names` (``rlvr_asym_grpo``,
   ``rlvr_grpo``, ``rlvr_fade``, ...);
 * ``rlvr_schedule_<name>`` for every schedule of :func:`rlvr_theory.schedules.names`, ``-``
-  written ``_`` (``rlvr_schedule_fade``, ``rlvr_schedule_fade_log``, ``rlvr_schedule_agrae``;
+  written ``_`` (``rlvr_schedule_fade``, ``rlvr_schedule_fade_log``, ``rlvr_schedule_agrae``,
+  FADE's ablations ``rlvr_schedule_fade_entropy``, ``rlvr_schedule_fade_alpha_only``,
+  ``rlvr_schedule_fade_delta_only``;
   the prefix keeps them apart from the families ``fade`` and ``agrae``).
 
 verl imports it by itself through the ``verl.plugins`` entry point of this distribution (every
@@ -167,7 +169,7 @@ def estimator_names() -> list[str]:
 
     >>> from integrations import verl as rv
     >>> [n for n in rv.estimator_names() if n.startswith(rv.SCHEDULE_PREFIX)]
-    ['rlvr_schedule_fade', 'rlvr_schedule_fade_log', 'rlvr_schedule_agrae']
+    ['rlvr_schedule_fade', 'rlvr_schedule_fade_log', 'rlvr_schedule_agrae', 'rlvr_schedule_fade_entropy', 'rlvr_schedule_fade_alpha_only', 'rlvr_schedule_fade_delta_only']
     """
     return list(_ESTIMATORS)
 
