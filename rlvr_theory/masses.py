@@ -430,6 +430,18 @@ def _ratio_fn(adv: Advantage, G: int | None):
     return sp.lambdify(_adv.p, expr, "numpy")
 
 
+#: solve rates at which a batch-level family's per-outcome masses are read to decide that a group
+#: size never carries signal (its masses are those of the whole batch's success rate)
+_INTERIOR = np.linspace(0.05, 0.95, 19)
+
+
+def _never_signal(adv: Advantage, G: int) -> bool:
+    """True when every outcome of a group of size ``G`` gets zero mass (e.g. a group-centred
+    advantage at G = 1); for a batch-level family, at every batch success rate of :data:`_INTERIOR`."""
+    per_x = _per_x_population(adv, G, _INTERIOR) if adv.batch_level else _per_x(adv, G)
+    return not any(np.any(t) for t in per_x[:2])
+
+
 def _ratios(adv: Advantage, p: np.ndarray, G: int | None, m: Masses, use_exact: bool,
             rho: bool) -> np.ndarray:
     """Sign ratio (or ρ) from masses ``m``; 0/0 resolved symbolically or by the one-sided
@@ -448,7 +460,7 @@ def _ratios(adv: Advantage, p: np.ndarray, G: int | None, m: Masses, use_exact: 
             out = np.array(out * (p / (1.0 - p)), dtype=float)
         undefined |= np.isnan(out)
     if np.any(undefined):
-        if use_exact and not adv.batch_level and not any(np.any(t) for t in _per_x(adv, G)[:2]):
+        if use_exact and _never_signal(adv, G):
             if adv.reward_values != (0.0, 1.0) and any(np.any(t) for t in _per_x(adv.with_params(
                     reward_values=(0.0, 1.0)), G)[:2]):
                 raise ValueError(f"reward_values: the masses of {adv!r} underflow to 0 for every group of "

@@ -79,9 +79,22 @@ def test_exact_and_closed_form_are_finite(p, G, name):
     for m in (masses.exact(adv, p, G), masses.closed_form(adv, p, G)):
         assert np.isfinite(m.m_S) and np.isfinite(m.m_F)
     assert not np.isnan(masses.advantage_ratio(adv, p, G))
-    per_x = masses.outcome_advantages(adv, G) if not adv.batch_level else None
-    if per_x is not None and not (per_x.m_S.any() or per_x.m_F.any()):  # e.g. G = 1: never any signal
+    if adv.batch_level:  # its masses depend on the batch: no signal at any batch success rate
+        never = not any(m.m_S or m.m_F for m in (masses.exact(adv, q, G) for q in (0.1, 0.5, 0.9)))
+    else:
+        per_x = masses.outcome_advantages(adv, G)
+        never = not (per_x.m_S.any() or per_x.m_F.any())
+    if never:  # e.g. G = 1 for a group-centred family: never any signal
         with pytest.raises(ValueError, match="^G: .* gives zero masses"):
             masses.advantage_ratio(adv, p, G, exact=True)
     else:
         assert not np.isnan(masses.advantage_ratio(adv, p, G, exact=True))
+
+
+@pytest.mark.parametrize("name", ["agrae", "agrae_sample", "agrae_group"])
+def test_a_batch_level_family_without_signal_at_g1_is_refused_not_nan(name):
+    """Found by the property above: A-GRAE at G = 1 (every group advantage 0) gave a NaN ratio."""
+    adv = advantages.get(name)
+    with pytest.raises(ValueError, match="^G: .* gives zero masses for every group of size G = 1"):
+        masses.advantage_ratio(adv, 0.3, 1, exact=True)
+    assert np.isfinite(masses.advantage_ratio(adv, 0.3, 2, exact=True))
