@@ -33,6 +33,19 @@ def test_batch_matches_a_torch_reference_per_matrix():
     np.testing.assert_array_equal(u_t, u_cos)
 
 
+def test_tall_heads_use_the_gram_and_match_the_reference():
+    """V > d (an output head): the leading right vector comes from the d × d Gram."""
+    rng = np.random.default_rng(2)
+    u = rng.normal(size=6)
+    a = rng.normal(size=(3, 40, 1)) * u + 0.3 * rng.normal(size=(3, 40, 6))
+    b = rng.normal(size=(3, 40, 1)) * u + 0.3 * rng.normal(size=(3, 40, 6))
+    cos, u_cos = successive_alignment(a, b)
+    for i in range(3):
+        rc, ru = _reference(a[i], b[i])
+        assert cos[i] == pytest.approx(rc, abs=1e-12) and u_cos[i] == pytest.approx(ru, abs=1e-10)
+    assert np.all(u_cos > 0.9)
+
+
 def test_independent_directions_are_nearly_orthogonal_and_scale_free():
     rng = np.random.default_rng(1)
     a = np.outer(rng.normal(size=50), np.eye(400)[0])
