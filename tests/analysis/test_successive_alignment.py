@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from analysis import spectra
 from analysis.spectra import successive_alignment
 
 
@@ -33,8 +34,11 @@ def test_batch_matches_a_torch_reference_per_matrix():
     np.testing.assert_array_equal(u_t, u_cos)
 
 
-def test_tall_heads_use_the_gram_and_match_the_reference():
-    """V > d (an output head): the leading right vector comes from the d × d Gram."""
+@pytest.mark.parametrize("torch_gram", [False, True])
+def test_tall_heads_use_the_gram_and_match_the_reference(torch_gram, monkeypatch):
+    """V > d (an output head): the leading right vector comes from the d × d Gram — numpy's on the
+    CPU, torch's on a GPU (run here on CPU tensors)."""
+    monkeypatch.setattr(spectra, "_TORCH_ON_CPU", torch_gram)
     rng = np.random.default_rng(2)
     u = rng.normal(size=6)
     a = rng.normal(size=(3, 40, 1)) * u + 0.3 * rng.normal(size=(3, 40, 6))
