@@ -1,24 +1,45 @@
-# Two commands for users: `make figures` and `make test`. Both set themselves up:
-# a virtual environment in .venv (reusing a system PyTorch >= 2.4 if there is one),
-# torch==2.13.0 (CPU build) only when no usable torch is found, then this package
-# with its `dev` and `train` extras from pyproject.toml.
+# Two commands for users: `make figures` and `make test`. Both set themselves up: a virtual
+# environment in .venv that sees none of the system's packages, torch==2.13.0 (CPU build), then
+# this package with its `dev` and `train` extras from pyproject.toml, at the tested versions of
+# requirements/lock.txt (pip constraints).  `make test-latest` runs the suite against the newest
+# releases instead (in .venv-latest); `LOCK=` skips the lock for any target; `make lock`
+# regenerates it from a clean environment.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
+LOCK   ?= requirements/lock.txt
 STAMP  := $(VENV)/.installed
 OUT    ?= figures/out
+# extra pytest arguments (.ci/run: --durations=20); test workers (pytest-xdist: one per core,
+# each on one thread; `PYTEST_WORKERS=0` runs the tests in this process)
+PYTEST_ARGS ?=
+PYTEST_WORKERS ?= auto
+# with a lock: its versions as constraints; without: the newest releases, upgrading what is there
+PIP_PINS := $(if $(LOCK),-c $(LOCK),--upgrade --upgrade-strategy eager)
 
-.PHONY: figures gallery test test-all test-integrations integration-envs lint bench setup clean browser
+.PHONY: figures gallery test test-slow test-all test-latest test-integrations integration-envs lint bench setup \
+	lock gpu-check clean browser
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
-	@$(PY) -c "import sys, torch; v = tuple(int(x) for x in torch.__version__.split('+')[0].split('.')[:2]); sys.exit(v < (2, 4))" 2>/dev/null \
-		|| $(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[dev,train]"
+$(STAMP): pyproject.toml $(LOCK)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet $(PIP_PINS) "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet $(PIP_PINS) -e ".[dev,train]"
 	@touch $(STAMP)
+
+# requirements/lock.txt from a clean environment (no system packages, no lock), written atomically
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install --quiet "$(TORCH_SPEC)"
+	.venv-lock/bin/python -m pip install --quiet -e ".[dev,train]"
+	@mkdir -p requirements
+	@{ sed -n '1,/^# regenerate/p' requirements/lock.txt 2>/dev/null | grep '^#' || true; \
+	  .venv-lock/bin/python -m pip freeze --exclude-editable | sed 's/^torch==\([0-9.]*\)+.*/torch==\1/'; \
+	} > requirements/.lock.txt.tmp && mv requirements/.lock.txt.tmp requirements/lock.txt
+	rm -rf .venv-lock
+	@echo "requirements/lock.txt: $$(grep -vc '^#' requirements/lock.txt) packages"
 
 figures: $(STAMP)
 	$(VENV)/bin/rlvr-figures check --out $(OUT)
@@ -28,9 +49,26 @@ figures: $(STAMP)
 gallery: $(STAMP)
 	$(VENV)/bin/rlvr-figures gallery --figures $(OUT)
 
-# the fast suite and the runnable Examples of the docstrings (doctests)
+# the fast suite and the runnable Examples of the docstrings (doctests); the `slow` tests alone;
+# both; the fast suite against the newest releases (a fresh resolution in .venv-latest)
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not slow and not gpu"
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not slow and not gpu" $(PYTEST_ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "slow and not gpu" $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+test-latest:
+	rm -f .venv-latest/.installed
+	$(MAKE) test VENV=.venv-latest LOCK=
+
+# the GPU check of docs/performance.md: gpu tests and benchmarks on CUDA, results in
+# benchmarks/results/gpu/ (`make gpu-check GPU_CHECK_ARGS=--dry-run`: tiny shapes on the CPU)
+GPU_CHECK_ARGS ?=
+gpu-check: $(STAMP)
+	$(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 # The TRL and verl adapters, each tested in its own environment (verl 0.9.1 pins
 # transformers <= 5.10, trl 1.16 pulls 5.23).  An environment is built once from
@@ -74,11 +112,8 @@ browser:
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-test-all: $(STAMP)
-	$(PY) -m pytest -q
-
 bench: $(STAMP)
 	$(PY) benchmarks/bench_masses.py
 
 clean:
-	rm -rf $(VENV) $(OUT) .pytest_cache .hypothesis
+	rm -rf $(VENV) .venv-latest .venv-lock $(OUT) .pytest_cache .hypothesis

@@ -26,7 +26,11 @@ directory appears whole at the end or not at all.
 Running, errors, ``--threads``, Ctrl-C and closed pipes are handled by
 :mod:`rlvr_theory.runner`: a bad argument prints ``rlvr-audit: error: ...`` (naming the flag)
 on stderr and exits with status 2; a write the system refuses prints one line naming the file
-and exits with status 1.
+and exits with status 1.  Ctrl-C, at any moment, exits with status 130 and one line saying
+what was not written: ``rlvr-audit: interrupted: no report written; 'REPORT_DIR' is left as it
+was`` (or ``was not created``) until the report is renamed into place, ``...: the report in
+'REPORT_DIR' is complete; the summary was not printed`` after; no temporary directory is left
+beside ``REPORT_DIR`` (:func:`analysis.io.atomic_dir`).
 """
 
 from __future__ import annotations
@@ -215,25 +219,53 @@ def _summary(doc: dict, out: Path) -> str:
     return "\n".join(lines)
 
 
-def _run(args: argparse.Namespace) -> int:
-    opts = _check(args)                     # every argument, --out first; nothing read or written yet
-    from .audit import metrics, readers
-    from .audit.report import write_report
-    from .report import to_json
-    from .runtime import run_metadata
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(device, inode)`` of the directory at ``path`` (``None``: none there): the report
+    renamed into place is another directory than the one that was there before."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if path.is_dir() else None
 
-    rollouts = readers.read(args.paths, args.format, group_size=opts["group_size"], reward_column=args.reward_column,
-                            steps=opts["steps"], skip_bad_lines=args.skip_bad_lines, split=args.split)
-    doc = metrics.audit(rollouts, advantage=opts["advantage"], params=opts["params"],
-                        success_threshold=opts["success_threshold"], compare=opts["compare"], taus=opts["taus"],
-                        split="val" if args.split == "val" else "train")
-    # the run-metadata block of every JSON file of the toolkit (doc["summary"] holds the run's means)
-    doc["run"] = run_metadata(_settings(args), threads=args.threads or runner.default_threads())
-    out = write_report(doc, None, args.out, overwrite=args.overwrite)
-    if args.json:
-        print(to_json(doc))
-    elif not args.quiet:
-        print(_summary(doc, out))
+
+def _run(args: argparse.Namespace) -> int:
+    """The audit.  Ctrl-C is the runner's (exit 130, one line); here it only learns what was
+    not written: the ``KeyboardInterrupt`` is raised again with that text."""
+    where = Path(args.out)
+    before = _identity(where)
+    unprinted = ("; report.json was not printed" if args.json else "" if args.quiet else "; the summary was not printed")
+    try:
+        opts = _check(args)                 # every argument, --out first; nothing read or written yet
+        from .audit import metrics, readers
+        from .audit.report import write_report
+        from .report import to_json
+        from .runtime import run_metadata
+
+        rollouts = readers.read(args.paths, args.format, group_size=opts["group_size"],
+                                reward_column=args.reward_column, steps=opts["steps"],
+                                skip_bad_lines=args.skip_bad_lines, split=args.split, arg="PATH")
+        doc = metrics.audit(rollouts, advantage=opts["advantage"], params=opts["params"],
+                            success_threshold=opts["success_threshold"], compare=opts["compare"], taus=opts["taus"],
+                            split="val" if args.split == "val" else "train")
+        # the run-metadata block of every JSON file of the toolkit (doc["summary"] holds the run's means)
+        doc["run"] = run_metadata(_settings(args), threads=args.threads or runner.default_threads())
+        out = write_report(doc, None, args.out, overwrite=args.overwrite)
+    except KeyboardInterrupt:
+        # the report directory is renamed into place whole (analysis.io.atomic_dir), so it is
+        # either the new one (another directory than before) or what was there
+        now = _identity(where)
+        if now is not None and now != before:
+            raise KeyboardInterrupt(f"the report in {args.out!r} is complete{unprinted}") from None
+        raise KeyboardInterrupt(f"no report written; {args.out!r} "
+                                + ("is left as it was" if before is not None else "was not created")) from None
+    try:
+        if args.json:
+            print(to_json(doc))
+        elif not args.quiet:
+            print(_summary(doc, out))
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"the report in {args.out!r} is complete{unprinted}") from None
     return 0
 
 

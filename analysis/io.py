@@ -6,7 +6,9 @@ final name, one JSON policy (:mod:`rlvr_theory.serialize`).
 * :func:`check_out` — an output location checked *before* any work starts (not a file, not
   under a file, writable, and not somebody else's non-empty directory unless ``overwrite``);
 * :func:`atomic_dir` — a whole directory (a report, a checkpoint) built in a temporary sibling
-  and renamed into place, replacing an older one only when complete.
+  and renamed into place, replacing an older one only when complete;
+* :func:`interrupts_deferred` — Ctrl-C held back while the renames that put an output in
+  place run, so that they are never left half-done.
 
 Examples
 --------
@@ -21,17 +23,21 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from rlvr_theory.serialize import dumps
 
-__all__ = ["atomic_write", "atomic_write_text", "write_json", "atomic_dir", "check_out", "read_json_object"]
+__all__ = ["atomic_write", "atomic_write_text", "write_json", "atomic_dir", "check_out", "read_json_object",
+           "interrupts_deferred"]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -43,14 +49,16 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
     (``mkstemp`` creates 0600).  Returns ``Path(path)``.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    tmp: str | None = None
     try:
+        with interrupts_deferred():  # the temporary file is created and known, or not created
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
         write(tmp)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException as err:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(err, OSError) and err.filename is None and err.errno is not None:
             raise OSError(err.errno, err.strerror or str(err), str(path)) from err
@@ -68,6 +76,48 @@ def write_json(path: str | os.PathLike, obj: Any, *, indent: int = 1) -> Path:
     return atomic_write_text(path, dumps(obj, indent=indent) + "\n")
 
 
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back while the block runs; raise it (``KeyboardInterrupt``) when the
+    block is done.
+
+    For the few steps that must not stop half-way: the renames that put an output in place and
+    the clean-up after a failure.  Keep such blocks short: the user waits for them.  Outside the
+    main thread (where Python never raises ``KeyboardInterrupt``), or when SIGINT is not handled
+    by Python (ignored, or the system's default), the block runs as it is.
+
+    >>> with interrupts_deferred():
+    ...     print("renamed")
+    renamed
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous):  # SIG_IGN, SIG_DFL, or installed outside Python: nothing to hold
+        yield
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            previous(signal.SIGINT, None)  # Python's own handler: raises KeyboardInterrupt
+
+
+def _clean_up(tmp: Path | None, old: Path | None, out: Path) -> None:
+    """After a failure in :func:`atomic_dir`: the new directory removed unless it is already
+    in place (then it stays), the earlier ``out`` put back where it was, no temporary left."""
+    if tmp is not None and tmp.exists():  # not renamed into place
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None and (old / out.name).exists() and not out.exists():
+            os.replace(old / out.name, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def atomic_dir(out: str | os.PathLike, build: Callable[[Path], Any], *,
                markers: Sequence[str] | None = None) -> Path:
     """Call ``build(tmp)`` on a fresh temporary directory beside ``out``, then rename it to ``out``.
@@ -78,6 +128,12 @@ def atomic_dir(out: str | os.PathLike, build: Callable[[Path], Any], *,
     that a typo never replaces an unrelated directory.  On any error the temporary directory is
     removed and ``out`` is left as it was; an ``OSError`` about a file inside the temporary
     directory is re-raised naming the file under ``out`` (the name the user knows).
+
+    Ctrl-C, whenever it comes: the renames (an earlier ``out`` moved aside, the new one renamed
+    into place, the earlier one deleted) run with the interrupt held back
+    (:func:`interrupts_deferred`), so they finish and the ``KeyboardInterrupt`` comes after them,
+    with the new ``out`` complete; before them, the ``KeyboardInterrupt`` leaves ``out`` as it
+    was.  Either way no temporary directory is left beside ``out`` (only SIGKILL can leave one).
     """
     out = Path(os.path.abspath(out))  # "." and "x/.." name their folder, which can be renamed
     if out.exists():
@@ -87,21 +143,26 @@ def atomic_dir(out: str | os.PathLike, build: Callable[[Path], Any], *,
             raise ValueError(f"out: {str(out)!r} exists and holds no {' or '.join(markers)}; "
                              "choose a new directory")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    tmp: Path | None = None
+    old: Path | None = None
     try:
+        with interrupts_deferred():  # the temporary directory is created and known, or not created
+            tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         build(tmp)
         os.chmod(tmp, 0o755)
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-            os.replace(out, old / out.name)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        with interrupts_deferred():  # all the renames, or (on an error) none
+            if out.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+                os.replace(out, old / out.name)
+            os.replace(tmp, out)
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
     except BaseException as err:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with interrupts_deferred():  # a second Ctrl-C does not stop the clean-up half-way
+            _clean_up(tmp, old, out)
         name = getattr(err, "filename", None) if isinstance(err, OSError) else None
-        if isinstance(name, str) and name.startswith(str(tmp) + os.sep) and err.errno is not None:
+        inside = tmp is not None and isinstance(name, str) and name.startswith(str(tmp) + os.sep)
+        if inside and err.errno is not None:
             raise OSError(err.errno, err.strerror or str(err), str(out) + name[len(str(tmp)):]) from err
         raise
     return out
@@ -167,9 +228,10 @@ def check_out(out: Any, *, kind: str = "directory", markers: Sequence[str] | Non
     if base == path:  # the directory exists: the output's temporary sibling goes beside it
         probe_dir = path.parent if path.parent.exists() else path
     try:
-        fd, probe = tempfile.mkstemp(prefix=".rlvr-probe.", dir=probe_dir)
-        os.close(fd)
-        os.unlink(probe)
+        with interrupts_deferred():  # no probe file left behind by Ctrl-C
+            fd, probe = tempfile.mkstemp(prefix=".rlvr-probe.", dir=probe_dir)
+            os.close(fd)
+            os.unlink(probe)
     except OSError as err:
         raise ValueError(f"{arg}: cannot write in {str(probe_dir)!r} ({err.strerror})") from None
     return path

@@ -19,11 +19,12 @@ device(type='cpu')
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 from typing import Any
 
 import torch
+
+from rlvr_theory.checks import available_host_memory, fits_in_memory, fmt_bytes
 
 __all__ = ["resolve_device", "package_version", "run_metadata", "available_memory", "check_memory", "fmt_bytes"]
 
@@ -81,50 +82,15 @@ def run_metadata(settings: Mapping[str, Any], *, seed: Any = None, device: Any =
     }
 
 
-def fmt_bytes(n: float) -> str:
-    """``1.5 GiB``-style size (binary units).
-
-    >>> fmt_bytes(3 * 2**30), fmt_bytes(512)
-    ('3.0 GiB', '512 B')
-    """
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(n) < 1024 or unit == "PiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} EiB"  # pragma: no cover - the loop returns
-
-
-def _cgroup_limit() -> float:
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            text = open(path).read().strip()
-        except OSError:
-            continue
-        if text.isdigit():
-            return float(text)
-    return math.inf
-
-
 def available_memory(device: str | torch.device = "cpu") -> int:
-    """Bytes that a new allocation can use now: on the CPU ``MemAvailable`` of ``/proc/meminfo``
-    (capped by a cgroup limit), on CUDA the free memory of the device."""
+    """Bytes that a new allocation can use now: on the CPU the host's
+    (:func:`rlvr_theory.checks.available_host_memory`: ``MemAvailable``, capped by a cgroup
+    limit), on CUDA the free memory of the device."""
     dev = torch.device(device)
     if dev.type == "cuda":
         free, _ = torch.cuda.mem_get_info(dev)
         return int(free)
-    avail = math.inf
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    avail = float(line.split()[1]) * 1024
-                    break
-    except OSError:  # pragma: no cover - not Linux
-        pass
-    if not math.isfinite(avail):  # pragma: no cover - not Linux
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return int(min(avail, _cgroup_limit()))
+    return available_host_memory()
 
 
 def check_memory(nbytes: float, what: str, *, device: str | torch.device = "cpu", fraction: float = 0.9) -> None:
@@ -139,7 +105,5 @@ def check_memory(nbytes: float, what: str, *, device: str | torch.device = "cpu"
     ...
     ValueError: rlvr-sim categorical (--N 1e24) needs about 1073741824.0 PiB of memory on cpu; ... available
     """
-    limit = available_memory(device) * fraction
-    if nbytes > limit:
-        raise ValueError(f"{what} needs about {fmt_bytes(nbytes)} of memory on {torch.device(device)}; "
-                         f"{fmt_bytes(limit)} available")
+    fits_in_memory(nbytes, what, available=available_memory(device), fraction=fraction,
+                   where=f" on {torch.device(device)}")

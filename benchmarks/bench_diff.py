@@ -108,9 +108,6 @@ def build_pair(shape: str, workdir: Path, seed: int = 0, shard_bytes: int = 2 <<
                with_rl: bool = True) -> tuple[Path, Path]:
     """Write base and RL checkpoints (bf16, sharded, with index) unless already there
     (``with_rl=False``: the base only, as ``--lora`` needs)."""
-    import torch
-    from safetensors.torch import save_file
-
     base, rl = workdir / f"{shape}_base", workdir / f"{shape}_rl"
     stamp = workdir / f"{shape}.done"
     if stamp.exists() and (base / "config.json").exists() and (rl / "config.json").exists():
@@ -118,6 +115,9 @@ def build_pair(shape: str, workdir: Path, seed: int = 0, shard_bytes: int = 2 <<
     base_stamp = workdir / f"{shape}_base.done"
     if not with_rl and base_stamp.exists() and (base / "config.json").exists():
         return base, rl
+    import torch  # only when building: a reused pair costs no torch import
+    from safetensors.torch import save_file
+
     gen = torch.Generator().manual_seed(seed)
     shapes = tensor_shapes(shape)
     head = "model.embed_tokens.weight" if SHAPES[shape][6] else "lm_head.weight"

@@ -1,6 +1,6 @@
 """Benchmark: ``tail_miss.probability`` (F-GRPO Lemma 3.1) on a grid of 10^6 (μ, τ, N) points.
 
-Target (issue): under 1 s on the 2-core CPU machine.  References in the same run:
+Target: under 1 s on a 2-core CPU (docs/performance.md, docs/tail_miss.md).  References in the same run:
 
 * the naive float formula ``(1−τ)**N − (μ−τ)**N − (1−μ)**N`` on the same grid (speed), and
 * mpmath at 50 significant digits on a random subsample (accuracy of both).

@@ -22,8 +22,10 @@ written) and so are ``--out`` and ``--doc`` (:func:`analysis.io.check_out`): an 
 file given as ``--out`` (a directory given as ``--doc``), a path under a file, or a place
 that cannot be written is refused with a message naming the flag.  ``--out`` is a shared
 folder: each figure's files are added to it (each written atomically, other files kept), so
-a non-empty folder is accepted.  A write the system refuses later (disk full) prints one line
-naming the file and exits with status 1; the figures made before it stay complete.
+a non-empty folder is accepted; a folder that does not exist yet appears with the first
+figure's files, complete (:func:`analysis.io.atomic_dir`).  A write the system refuses later
+(disk full) prints one line naming the file and exits with status 1; the figures made before it
+stay complete, and a new ``--out`` whose first figure failed is not left behind empty.
 
 Examples
 --------

@@ -386,13 +386,16 @@ def replace_generated(text: str, name: str, body: str, *, where: str = "the docu
 
 def update_document(path: str | os.PathLike, name: str, body: str, *, check: bool = False) -> bool:
     """Put ``body`` between the markers ``name`` of the document ``path``; returns whether the
-    document changed.  ``check``: only compare, write nothing.  Written atomically."""
+    document changed.  A document whose only differences are printed decimals within one unit in
+    their last place (:func:`figures.registry.same_at_shown_precision`: a rounding tie decided by another
+    machine's last bit) is left as it is.  ``check``: only compare, write nothing.  Written
+    atomically."""
     path = check_out(path, kind="file", arg="doc")
     if not path.is_file():
         raise ValueError(f"doc: {path} does not exist")
     old = path.read_text(encoding="utf-8")
     new = replace_generated(old, name, body, where=str(path))
-    if new == old:
+    if registry.same_at_shown_precision(old, new):
         return False
     if not check:
         atomic_write_text(path, new)

@@ -38,13 +38,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.io import atomic_write, atomic_write_text, check_out
+from analysis.io import atomic_dir, atomic_write, atomic_write_text, check_out
 from rlvr_theory.registry import Registry
 from rlvr_theory.serialize import fmt_number
 
 __all__ = ["Claim", "FigureSpec", "register", "unregister", "registered", "get", "names", "make", "check",
            "claim_number", "reproduction_markdown", "parse_reproduction_markdown", "same_at_claim_precision",
-           "write_reproduction", "NOT_HERE"]
+           "same_at_shown_precision", "write_reproduction", "NOT_HERE"]
 
 NOT_HERE = "not reproducible here"
 
@@ -171,7 +171,9 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
     Returns the written paths and the claims.  An unknown ``name`` and an ``out_dir`` that
     cannot receive the files (an existing file, a path under a file, not writable) are refused
     (``ValueError``) before anything is computed or written.  Files already in ``out_dir`` are
-    kept; the figure's own are replaced, each atomically.
+    kept; the figure's own are replaced, each atomically.  An ``out_dir`` that does not exist yet
+    is built in a hidden temporary sibling and renamed into place with the figure's files
+    (:func:`analysis.io.atomic_dir`): a write that fails (disk full) leaves no folder behind.
 
     Examples
     --------
@@ -189,36 +191,42 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
 
     spec = get(name)
     out = check_out(out_dir, overwrite=True, arg="out_dir")
-    out.mkdir(parents=True, exist_ok=True)
     df = spec.full_data() if full and spec.full_data is not None else spec.data()
     fig = spec.plot(df)
     claims = spec.claims(df)
-    written: list[Path] = []
-
-    def emit(suffix: str, write: Callable[[str], None]) -> None:
-        path = out / f"{name}{suffix}"
-        atomic_write(path, write)
-        written.append(path)
-
-    emit(".csv", lambda p: df.to_csv(p, index=False, float_format="%.17g"))
     from .paper._style import paper_values
 
     # the numbers the figure's paper marks show, in the PNG's metadata (checked against the
     # claims by the figure tests: a figure cannot silently lose its paper marks)
     marks = {"Paper marks": json.dumps(paper_values(fig))}
-    emit(".png", lambda p: fig.savefig(p, dpi=150, bbox_inches="tight", format="png", metadata=marks))
-    if pdf:
-        emit(".pdf", lambda p: fig.savefig(p, bbox_inches="tight", format="pdf"))
-    plt.close(fig)
     cols = ["claim", "source", "paper", "ours", "tol", "passed", "status", "note"]
     cdf = pd.DataFrame([{"claim": c.claim, "source": c.source, "paper": c.paper, "ours": c.ours, "tol": c.tol,
                          "passed": c.passed, "status": c.status, "note": c.note} for c in claims], columns=cols)
-    emit(".claims.csv", lambda p: cdf.to_csv(p, index=False, float_format="%.17g"))
-    if spec.markdown is not None:
-        text = spec.markdown(df)
-        path = atomic_write_text(out / f"{name}.md", text)
-        written.append(path)
-    return written, claims
+    names: list[str] = []
+
+    def write_into(folder: Path) -> None:
+        """The figure's files into ``folder``, each written atomically."""
+        def emit(suffix: str, write: Callable[[str], None]) -> None:
+            atomic_write(folder / f"{name}{suffix}", write)
+            names.append(f"{name}{suffix}")
+
+        emit(".csv", lambda p: df.to_csv(p, index=False, float_format="%.17g"))
+        emit(".png", lambda p: fig.savefig(p, dpi=150, bbox_inches="tight", format="png", metadata=marks))
+        if pdf:
+            emit(".pdf", lambda p: fig.savefig(p, bbox_inches="tight", format="pdf"))
+        emit(".claims.csv", lambda p: cdf.to_csv(p, index=False, float_format="%.17g"))
+        if spec.markdown is not None:
+            atomic_write_text(folder / f"{name}.md", spec.markdown(df))
+            names.append(f"{name}.md")
+
+    try:
+        if out.is_dir():  # a shared folder: the figure's files are added, the others kept
+            write_into(out)
+        else:  # a new folder appears with this figure's files, complete, or not at all
+            atomic_dir(out, write_into)
+    finally:
+        plt.close(fig)
+    return [out / n for n in names], claims
 
 
 def check(names_: list[str] | None, out_dir: str | os.PathLike, *, full: bool = False,
@@ -353,10 +361,48 @@ def _display_step(shown: float, tol: float) -> float:
     return 10.0 ** max(exps) if exps else 0.0
 
 
+_SHOWN = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
+
+
+def _last_place(token: str) -> float:
+    """One unit in the last place of a number as printed (``0.562`` → 0.001, ``1.5e-07`` → 1e-08)."""
+    mant, _, exp = token.lower().partition("e")
+    return 10.0 ** (int(exp or 0) - len(mant.partition(".")[2]))
+
+
+def same_at_shown_precision(old: str, new: str) -> bool:
+    """Whether two generated texts say the same thing: equal apart from printed decimals, and
+    each decimal of ``new`` within one unit in the last printed place of ``old``'s.
+
+    A value on a rounding tie (``0.5625`` with 3 significant digits) prints ``0.562`` or ``0.563``
+    by its last bit, which differs between machines (BLAS, compiler, library versions): such a
+    text is the same document.  Integers (counts, group sizes) must be equal.
+
+    >>> same_at_shown_precision("| 0.562 | 8 |", "| 0.563 | 8 |"), same_at_shown_precision("0.562", "0.564")
+    (True, False)
+    >>> same_at_shown_precision("| 8 |", "| 9 |"), same_at_shown_precision("a 0.5", "b 0.5")
+    (False, False)
+    """
+    if old == new:
+        return True
+    if _SHOWN.split(old) != _SHOWN.split(new):
+        return False
+    for a, b in zip(_SHOWN.findall(old), _SHOWN.findall(new)):
+        if a == b:
+            continue
+        if not ({".", "e"} & set(a.lower()) and {".", "e"} & set(b.lower())):
+            return False  # an integer changed
+        if abs(float(a) - float(b)) > max(_last_place(a), _last_place(b)) * (1 + 1e-9):
+            return False
+    return True
+
+
 def same_at_claim_precision(old: pd.DataFrame, new: pd.DataFrame) -> bool:
     """Whether ``new`` claims say what the table ``old`` (as parsed from its Markdown) shows:
-    the same rows with the same texts and statuses, and every ``paper`` / ``ours`` number of
-    ``new`` within ``tol/10`` plus half a rounding step of the number shown (NaN only with NaN).
+    the same rows with the same texts and statuses, the same notes up to one unit in the last
+    printed place of the numbers they quote (:func:`same_at_shown_precision`), and every
+    ``paper`` / ``ours`` number of ``new`` within ``tol/10`` plus half a rounding step of the
+    number shown (NaN only with NaN).
 
     ``rlvr-figures check`` leaves an existing table file untouched when the new claims are the
     same at this precision, so that machine-level noise (a float32 sum, a sampled draw flipped
@@ -369,7 +415,9 @@ def same_at_claim_precision(old: pd.DataFrame, new: pd.DataFrame) -> bool:
     if len(old) != len(new):
         return False
     for a, b in zip(old.itertuples(), new.itertuples()):
-        if any(str(getattr(a, c)) != str(getattr(b, c)) for c in ("figure", "claim", "source", "status", "note")):
+        if any(str(getattr(a, c)) != str(getattr(b, c)) for c in ("figure", "claim", "source", "status")):
+            return False
+        if not same_at_shown_precision(str(a.note), str(b.note)):  # measured numbers quoted in a note
             return False
         tol = float(b.tol)
         if abs(float(a.tol) - tol) > _display_step(float(a.tol), 0.0) / 2:

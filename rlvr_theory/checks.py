@@ -38,12 +38,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["integer", "number", "probability", "choice", "array", "random_source", "range_text"]
+__all__ = ["integer", "number", "probability", "choice", "array", "random_source", "range_text", "fmt_bytes",
+           "available_host_memory", "fits_in_memory"]
 
 
 def range_text(low: float | None = None, high: float | None = None, *, low_open: bool = False,
@@ -212,3 +214,67 @@ def random_source(name: str, seed: Any) -> np.random.Generator:
     if seed is None:
         return np.random.default_rng()
     return np.random.default_rng(integer(name, seed, low=0))
+
+
+# ------------------------------------------------------------ sizes bounded by memory
+def fmt_bytes(n: float) -> str:
+    """``1.5 GiB``-style size (binary units).
+
+    >>> fmt_bytes(3 * 2**30), fmt_bytes(512)
+    ('3.0 GiB', '512 B')
+    """
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} EiB"  # pragma: no cover - the loop returns
+
+
+def available_host_memory() -> int:
+    """Bytes of RAM a new allocation can use now: ``MemAvailable`` of ``/proc/meminfo`` (Linux),
+    else the free physical pages (``os.sysconf``), capped by a cgroup memory limit; ``2**63 - 1``
+    where none of these can be read (then the allocation itself decides)."""
+    avail = math.inf
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = float(line.split()[1]) * 1024
+                    break
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    if not math.isfinite(avail):  # pragma: no cover - not Linux
+        try:
+            avail = float(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            return 2**63 - 1
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            avail = min(avail, float(text))
+            break
+    return int(avail)
+
+
+def fits_in_memory(nbytes: float, what: str, *, available: float | None = None, fraction: float = 0.9,
+                   where: str = "", advice: str = "") -> None:
+    """``ValueError`` if ``what`` needs more than ``fraction`` of the memory ``available``
+    (default :func:`available_host_memory`), before anything is allocated.  ``nbytes`` is the
+    caller's estimate from its settings, in Python integers (no overflow); the message gives
+    both numbers: ``{what} needs about {nbytes} of memory{where}; {limit} available{advice}``.
+
+    >>> fits_in_memory(1024, "a tiny run")
+    >>> fits_in_memory(2**50, "G = 2**40", available=2**30, where=" for the masses", advice=": choose a smaller G")
+    Traceback (most recent call last):
+    ...
+    ValueError: G = 2**40 needs about 1.0 PiB of memory for the masses; 921.6 MiB available: choose a smaller G
+    """
+    limit = (available_host_memory() if available is None else available) * fraction
+    if nbytes > limit:
+        raise ValueError(f"{what} needs about {fmt_bytes(nbytes)} of memory{where}; {fmt_bytes(limit)} available"
+                         f"{advice}")

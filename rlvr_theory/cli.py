@@ -34,11 +34,12 @@ def format_frame(df: pd.DataFrame, fmt: str) -> str:
     """Render a DataFrame as ``markdown``, ``csv``, ``latex`` or ``json`` (a list of records).
 
     Markdown and LaTeX cells go through :func:`rlvr_theory.serialize.fmt_number` (6
-    significant digits, ``—`` for NaN, ``∞`` for inf; ``$\\infty$`` in LaTeX); CSV keeps
-    17 digits; JSON follows :func:`rlvr_theory.serialize.dumps`.
+    significant digits, ``—`` for NaN, ``∞`` for inf; ``$\\infty$`` in LaTeX); CSV writes each
+    float as the shortest text that reads back to the same float (Python's ``repr``: ``0.3``, not
+    ``0.29999999999999999``); JSON follows :func:`rlvr_theory.serialize.dumps`.
     """
     if fmt == "csv":
-        return df.to_csv(index=False, float_format="%.17g")
+        return df.to_csv(index=False)
     if fmt == "json":
         return dumps(df.to_dict(orient="records"), indent=1)
     cells = [[fmt_number(v) for v in row] for row in df.itertuples(index=False)]

@@ -55,6 +55,9 @@ __all__ = [
     "check_group_size",
     "lambdified",
     "binom_pmf",
+    "memory_needed",
+    "available_memory",
+    "check_memory",
 ]
 
 
@@ -107,6 +110,62 @@ def _unit(adv: Advantage) -> Advantage | None:
     return adv.with_params(reward_values=(0.0, 1.0))
 
 
+# ------------------------------------------------------------ scale limits
+#: bytes per outcome x = 0..G held at once by the O(G) evaluation of one p: the per-outcome advantages
+#: and masses with their temporaries (measured with tracemalloc at G = 2**16 and 2**20 over every
+#: registered family: 124-188 B per outcome; rounded up)
+_BYTES_PER_OUTCOME = 256
+#: bytes per outcome and value of p in one chunk of p values (at most ``_PMF_CHUNK // (G + 1)`` of
+#: them): the binomial pmf and its product (measured about 15 B), and for batch-level families also
+#: the per-p population arrays (measured about 72 B)
+_BYTES_PER_OUTCOME_AND_P = {False: 16, True: 80}
+#: share of the available memory that a request may use (the margin of ``analysis.runtime.check_memory``)
+_MEMORY_FRACTION = 0.9
+#: requests up to this size are not compared with the memory available (G up to about 2**17)
+_SMALL_REQUEST = 32 * 2**20
+
+
+def memory_needed(G: int, n_p: int = 1, *, batch_level: bool = False) -> int:
+    """Bytes that :func:`exact` needs at group size ``G`` for ``n_p`` values of ``p`` (an estimate
+    of the largest buffers, in Python integers: no overflow, whatever ``G``).
+
+    >>> memory_needed(8)
+    2448
+    >>> memory_needed(2**40) // 2**40            # about 272 TiB
+    272
+    """
+    rows = min(max(int(n_p), 1), max(1, _PMF_CHUNK // (int(G) + 1)))
+    return (int(G) + 1) * (_BYTES_PER_OUTCOME + rows * _BYTES_PER_OUTCOME_AND_P[bool(batch_level)])
+
+
+def check_memory(G: int, n_p: int = 1, *, batch_level: bool = False, what: str = "the exact masses",
+                  need: int | None = None) -> None:
+    """``ValueError`` naming ``G``, the estimate (``need``, default :func:`memory_needed`) and the
+    memory available (:func:`available_memory`, 90% of it, through
+    :func:`rlvr_theory.checks.fits_in_memory`), before anything of size O(G) is
+    allocated; ``what`` says what the memory is for.  Requests up to 32 MiB pass unchecked.
+
+    >>> check_memory(1000)
+    >>> check_memory(2**40)
+    Traceback (most recent call last):
+    ...
+    ValueError: G = 1099511627776 needs about 272.0 TiB of memory for the exact masses (...); ... available (...): choose a smaller G
+    """
+    need = memory_needed(G, n_p, batch_level=batch_level) if need is None else need
+    if need <= _SMALL_REQUEST:  # the common case costs no reading of the system's memory
+        return
+    checks.fits_in_memory(need, f"G = {G}", available=available_memory(), fraction=_MEMORY_FRACTION,
+                          where=f" for {what} (the G + 1 outcomes of a group, {n_p} value{'s' if n_p != 1 else ''} "
+                                "of p)",
+                          advice=f" ({_MEMORY_FRACTION:.0%} of the memory free now): choose a smaller G")
+
+
+def available_memory() -> int:
+    """The RAM a new allocation can use now (:func:`rlvr_theory.checks.available_host_memory`;
+    the tests replace this name to simulate a small machine)."""
+    return checks.available_host_memory()
+
+
 # ---------------------------------------------------------------- of_group
 def of_group(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> Masses:
     """Masses of each group: ``M_S = (1/G)Σ_{i∈S} A_i``, ``M_F = −(1/G)Σ_{i∈F} A_i``.
@@ -152,6 +211,7 @@ def outcome_advantages(adv: Advantage | str, G: int) -> pd.DataFrame:
     if adv.batch_level:
         raise ValueError(f"adv: {adv!r} is batch-level (its advantages depend on the whole batch); "
                          "outcome_advantages needs a group-level family")
+    check_memory(G, what="the outcome advantages")
     m_s, m_f, mean_abs = _per_x(adv, G)
     a_s, a_f = adv.outcome_values(G)
     x = np.arange(G + 1)
@@ -169,6 +229,7 @@ def _from_outcomes(a_s: np.ndarray, a_f: np.ndarray, G: int) -> tuple[np.ndarray
 
 
 def _per_x_uncached(adv: Advantage, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    check_memory(G)
     out = _from_outcomes(*adv.outcome_values(G), G)
     for arr in out:
         arr.setflags(write=False)
@@ -186,6 +247,7 @@ def _per_x(adv: Advantage, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _per_x_population(adv: Advantage, G: int, p: np.ndarray) -> tuple[np.ndarray, ...]:
     """Like :func:`_per_x` with one row per p for batch-level families: arrays [P, G+1]."""
+    check_memory(G, np.size(p), batch_level=True)
     return _from_outcomes(*adv.outcome_values(G, p=p), G)
 
 
@@ -205,6 +267,8 @@ def binom_pmf(p: Any, G: int) -> np.ndarray:
     """
     p = check_p(p)
     G = check_group_size(G)
+    # the [p.size, G+1] result and, up to G = 1000, its float64 factors: 32 bytes per entry
+    check_memory(G, p.size, what="the binomial pmf", need=32 * (G + 1) * max(p.size, 1))
     if G <= 1000:
         x = np.arange(G + 1)
         pc = p[..., None]
@@ -258,6 +322,7 @@ def exact(adv: Advantage | str, p: Any, G: int, *, with_abs: bool = False) -> Ma
     adv = as_advantage(adv)
     pa = check_p(p)
     G = check_group_size(G, adv)
+    check_memory(G, pa.size, batch_level=adv.batch_level)  # before anything of size O(G)
     unit = _unit(adv)
     if unit is not None:
         out = [adv.rescale(t, what="the exact masses") for t in exact(unit, pa, G, with_abs=True)]

@@ -13,7 +13,11 @@ What every command line of the toolkit does the same way:
 * **the system refusing** a write (disk full, read-only file system, no permission; also on
   standard output, e.g. ``> /dev/full``) prints one line saying what happened and where, and
   exits with status 1 (the writers of :mod:`analysis.io` leave nothing under a final name);
-* **Ctrl-C** prints ``PROG: interrupted`` and exits with status 130 (no traceback);
+* **Ctrl-C** prints ``PROG: interrupted`` (and, when the command says, what it did not
+  write: ``raise KeyboardInterrupt("no report written; 'rep' is left as it was")`` prints
+  ``PROG: interrupted: no report written; ...``) and exits with status 130, no traceback; once
+  the command has returned, the console script ignores Ctrl-C while Python shuts down (it
+  would otherwise end in a traceback with status 0, or a silent death by the signal);
 * **a closed pipe** (``rlvr-theory list --json | head -1``) ends quietly with status 141, as
   ``head``'s other producers do;
 * **threads**: ``--threads N`` (every command that computes) sets torch's intra-op threads
@@ -42,10 +46,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import json
 import os
 import re
+import signal
 import sys
 import types
 import typing
@@ -146,8 +152,9 @@ def run(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
     except ValueError as err:
         print(f"{prog}: error: {error_message(err, parser)}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print(f"\n{prog}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:
+        detail = str(err)  # what the command did not write, when it says
+        print(f"\n{prog}: interrupted" + (f": {detail}" if detail else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader (e.g. `head`) went away: silence the final flush of stdout and stop
@@ -178,9 +185,25 @@ def _silence_stdout() -> None:
 
 def console(prog: str, build_parser: Callable[[], argparse.ArgumentParser], *,
             default_command: str | None = None) -> Callable[[], None]:
-    """A console-script entry point: ``sys.exit(run(prog, build_parser))``."""
+    """A console-script entry point: ``sys.exit(run(prog, build_parser))``.
+
+    Once ``run`` has returned, SIGINT is ignored: the interpreter's shutdown (atexit callbacks,
+    finalizers of torch and matplotlib) takes a moment, and Ctrl-C there would print a
+    traceback under status 0 or kill the process silently (status -2).
+    """
     def main_exit() -> None:
-        sys.exit(run(prog, build_parser, default_command=default_command))
+        code = None
+        try:
+            code = run(prog, build_parser, default_command=default_command)
+        except KeyboardInterrupt:  # before run() could catch it (while the parser is built)
+            pass
+        finally:
+            with contextlib.suppress(ValueError):  # ValueError: not the main thread (no Ctrl-C there)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is over
+        if code is None:
+            print(f"\n{prog}: interrupted", file=sys.stderr)
+            code = EXIT_INTERRUPTED
+        sys.exit(code)
     main_exit.__doc__ = f"Console entry point of ``{prog}``."
     return main_exit
 

@@ -255,6 +255,7 @@ def weight_variance(adv: Advantage | str, p: Any, G: int, *, which: str = "m_S",
     if checks.choice("method", method, _METHODS) == "delta":
         _, var_pq, _, f_var = _weight_sym(adv, G, which)
         return np.maximum(_evaluate(f_var, var_pq, pa), 0.0) / G
+    _masses.check_memory(G, pa.size, what="the exact weight variance")  # before the O(G) arrays
     return _exact_variance(weight(adv, np.arange(G + 1) / G, G, which=which), pa)
 
 

@@ -27,10 +27,10 @@ dropped right after each file is parsed.  One reader per format (:data:`FORMATS`
 * ``"table"`` — any CSV, JSONL or parquet file with columns ``step``, ``group``, ``reward``
   (and optionally ``advantage``, ``length``, ``split``).
 
-:func:`detect_format` tells the format from the paths.  A file that does not match its format
-is refused (``ValueError`` naming the file, the line or row, and the missing column).  Files
-are read one at a time, keeping only the canonical columns, so that a run of millions of
-rollouts fits in memory (``benchmarks/bench_audit.py``).
+:func:`detect_format` tells the format file by file and refuses paths that mix formats.  A file
+that does not match its format is refused (``ValueError`` naming the file, the line or row, and
+the missing column).  Files are read one at a time, keeping only the canonical columns, so that
+a run of millions of rollouts fits in memory (``benchmarks/bench_audit.py``).
 
 Examples
 --------
@@ -116,7 +116,7 @@ class Rollouts:
 # ============================================================== the entry point
 def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
          reward_column: str | Sequence[str] | None = None, steps: tuple[int | None, int | None] | None = None,
-         skip_bad_lines: bool = False, split: str = "train") -> Rollouts:
+         skip_bad_lines: bool = False, split: str = "train", arg: str = "paths") -> Rollouts:
     """Read a run's rollout logs into the canonical table.
 
     Parameters
@@ -140,6 +140,8 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
         Which rollouts to read where the log tells (prime-rl ``train``/``eval``, a ``split``
         column); the label of every row where it does not (verl, TRL, rlvr: pass ``"val"``
         for a verl ``validation_data_dir``).
+    arg : str
+        The name of ``paths`` in messages (``rlvr-audit`` passes ``"PATH"``).
 
     Returns
     -------
@@ -148,8 +150,9 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
     Raises
     ------
     ValueError
-        A path that does not exist, no log files, or a file that does not match the format
-        (the message names the file, the line or row, and the missing column).
+        A path that does not exist, no log files, logs of several formats (``format="auto"``,
+        :func:`detect_format`), or a file that does not match the format (the message names
+        the file, the line or row, and the missing column).
 
     Examples
     --------
@@ -164,8 +167,9 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
     >>> r.frame["group"].tolist(), r.frame["reward"].tolist()
     ([0, 0, 1, 1], [1.0, 0.0, 0.0, 0.0])
     """
-    paths = _as_paths(paths)
-    fmt = detect_format(paths) if format == "auto" else checks.choice("format", format, FORMATS)
+    typed = _typed(paths)
+    paths = _as_paths(typed, arg=arg)
+    fmt = detect_format(typed, arg=arg) if format == "auto" else checks.choice("format", format, FORMATS)
     group_size = checks.integer("group_size", group_size, low=1, allow_none=True)
     split = checks.choice("split", split, SPLITS)
     lo, hi = _check_steps(steps)
@@ -173,7 +177,7 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
         raise ValueError(f"skip_bad_lines must be True or False, got {skip_bad_lines!r}")
     if reward_column is not None and fmt != "trl":
         raise ValueError(f"reward_column: only TRL logs have several reward columns; a {fmt} log has one reward")
-    files = list_files(paths, fmt, split=split)
+    files = list_files(paths, fmt, split=split, arg=arg)
     files = [f for f in files if f.step is None or ((lo is None or f.step >= lo) and (hi is None or f.step <= hi))]
     if not files:
         raise ValueError(f"no {fmt} log files in the steps {_steps_text(lo, hi)} under "
@@ -198,19 +202,14 @@ class LogFile:
     split: str = "train"
 
 
-def _as_paths(paths: Any) -> list[Path]:
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    try:
-        out = [Path(p) for p in paths]
-    except TypeError:
-        raise ValueError(f"paths must be a path or a list of paths, got {paths!r}") from None
-    if not out:
-        raise ValueError("paths must name at least one file or directory, got none")
-    for p in out:
-        if not p.exists():
-            raise ValueError(f"paths: {str(p)!r} does not exist")
-    return out
+def _as_paths(paths: Any, *, arg: str = "paths") -> list[Path]:
+    typed = _typed(paths)
+    if not typed:
+        raise ValueError(f"{arg} must name at least one file or directory, got none")
+    for t in typed:
+        if not Path(t).exists():
+            raise ValueError(f"{arg}: {t!r} does not exist")
+    return [Path(t) for t in typed]
 
 
 def _check_steps(steps: Any) -> tuple[int | None, int | None]:
@@ -307,53 +306,117 @@ def _file_format(p: Path) -> str | None:
     return None
 
 
-def _dir_format(d: Path) -> str | None:
-    if _numbered(d / "completions", _TRL_FILE) or _numbered(d, _TRL_FILE):
-        return "trl"
-    if _numbered(d / "rollouts", _RLVR_FILE) or _numbered(d, _RLVR_FILE):
-        return "rlvr"
-    if _step_dirs(d / "rollouts") or _step_dirs(d) or (_STEP_DIR.match(d.name) and any(d.rglob("traces.jsonl"))):
-        return "prime-rl"
-    verl = _numbered(d, _VERL_FILE)
-    if verl and _file_format(verl[0][1]) == "verl":
-        return "verl"
-    tables = sorted((p for p in d.iterdir() if p.is_file() and p.suffix.lower() in _TABLE_EXT), key=_natural)
-    if tables and _file_format(tables[0]) == "table":
-        return "table"
-    return None
+def _folder_logs(d: Path) -> list[tuple[Path, str | None]]:
+    """The files of the folder ``d`` that a reader of some format reads, each with the format
+    its place decides, or ``None`` where the file's name and first line (or schema) decide.
+
+    Looked at, as :func:`list_files` looks (hidden names, starting with ``.``, never):
+
+    * ``completions/completions_{step}.parquet`` — only the TRL reader reads there: ``"trl"``;
+    * ``rollouts/step_{step}.parquet`` — only the rlvr reader: ``"rlvr"``;
+    * ``traces.jsonl`` under ``rollouts/step_N/`` (else ``step_N/``; or under ``d`` itself when
+      ``d`` is a ``step_N`` folder) — only the prime-rl reader: ``"prime-rl"``;
+    * ``d``'s own ``.csv``, ``.jsonl``, ``.json`` and ``.parquet`` files — several readers may
+      read them (verl ``{step}.jsonl``, TRL ``completions_{step}.parquet``, rlvr
+      ``step_{step}.parquet``, any table): ``None``.
+
+    Everything else (``README.md``, ``.DS_Store``, checkpoints, other subfolders) is no reader's.
+    """
+    out: list[tuple[Path, str | None]] = [(q, "trl") for _, q in _numbered(d / "completions", _TRL_FILE)]
+    out += [(q, "rlvr") for _, q in _numbered(d / "rollouts", _RLVR_FILE)]
+    steps = [d] if _STEP_DIR.match(d.name) else [q for _, q in _step_dirs(d / "rollouts") or _step_dirs(d)]
+    for s in steps:
+        out += [(q, "prime-rl") for q in sorted(s.rglob("traces.jsonl")) if q.is_file()]
+    own = sorted((q for q in d.iterdir() if q.is_file() and q.suffix.lower() in _TABLE_EXT
+                  and not q.name.startswith(".")), key=_natural)
+    return out + [(q, None) for q in own]
 
 
-def detect_format(paths: Any) -> str:
-    """The format of a run's logs (one of :data:`FORMATS`), told from the paths' names and
-    the first line (or schema) of a file.
+def _typed(paths: Any) -> list[str]:
+    """The paths as the caller wrote them (``"logs/"`` keeps its slash), for messages."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    try:
+        return [os.fspath(p) for p in paths]
+    except TypeError:
+        raise ValueError(f"paths must be a path or a list of paths, got {paths!r}") from None
 
-    Raises ``ValueError`` when no format matches, or when the paths hold logs of different
-    formats.
+
+def _listing(by_format: dict[str, list[str]]) -> str:
+    """``"verl: 12 files (a, b, c, ...); trl: 1 file (x)"``: the most frequent format first."""
+    order = sorted(by_format, key=lambda f: (-len(by_format[f]), FORMATS.index(f)))
+    parts = []
+    for f in order:
+        files = by_format[f]
+        shown = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+        parts.append(f"{f}: {len(files)} file{'s' if len(files) != 1 else ''} ({shown})")
+    return "; ".join(parts)
+
+
+def detect_format(paths: Any, *, arg: str = "paths") -> str:
+    """The format of a run's logs (one of :data:`FORMATS`), told file by file.
+
+    Every log file counts, inside folders as across the given paths: a file given by name, and
+    in a folder the files some reader reads there (:func:`_folder_logs`: the folder's own
+    ``.csv``/``.jsonl``/``.json``/``.parquet`` files, TRL's ``completions/``, rlvr's and
+    prime-rl's ``rollouts/``, prime-rl's ``step_N/`` folders).  A file's format is the one its
+    place allows, or else the one its name and first line (or parquet schema) match
+    (``{step}.jsonl`` with ``score`` and ``uid``/``input``: verl; ``completions_{step}.parquet``
+    or the columns ``step, prompt, completion, advantage``: TRL; ``step_{step}.parquet`` with
+    ``group, rollout, reward, advantage``: rlvr; ``traces.jsonl``: prime-rl; the columns
+    ``step, group, reward``: a table).  A file that matches no format does not count: notes
+    (``README.md``), hidden files (``.DS_Store``), other JSON (``tokenizer.json``), a table
+    without those columns, a JSONL file whose first line is broken (the reader of the run's
+    format still reads a file named like its logs, and refuses it naming the line).
+
+    Raises ``ValueError`` when a path holds no log file of any format, and when the files are
+    of more than one format: the message starts with ``arg`` (the caller's name of the paths),
+    names the path as given, and lists which files are which format (a few of each, with counts).
 
     Examples
     --------
     >>> import tempfile, pathlib
     >>> d = pathlib.Path(tempfile.mkdtemp())
     >>> _ = (d / "t.csv").write_text("step,group,reward\\n1,0,1\\n")
+    >>> _ = (d / "README.md").write_text("my run")
     >>> detect_format(d / "t.csv"), detect_format([d])
     ('table', 'table')
+    >>> _ = (d / "3.jsonl").write_text('{"input": "q", "score": 1.0, "uid": "a_0_0", "step": 3}\\n')
+    >>> detect_format(str(d))
+    Traceback (most recent call last):
+    ...
+    ValueError: paths: '...' mixes log formats: verl: 1 file (.../3.jsonl); table: 1 file (.../t.csv); audit one run at a time, or pass format=... (--format) to read one of them
     """
-    found = []
-    for p in _as_paths(paths):
-        fmt = _dir_format(p) if p.is_dir() else _file_format(p)
-        if fmt is None:
-            raise ValueError(f"format: cannot tell the log format of {str(p)!r} (none of {', '.join(FORMATS)} "
+    typed = _typed(paths)
+    _as_paths(typed, arg=arg)
+    by_format: dict[str, list[str]] = {}
+    for t in typed:
+        p = Path(t)
+        if p.is_dir():
+            kinds = [(os.path.join(t, os.path.relpath(q, p)), f or _file_format(q)) for q, f in _folder_logs(p)]
+        else:
+            kinds = [(t, _file_format(p))]
+        mine: dict[str, list[str]] = {}
+        for shown, f in kinds:
+            if f is not None:
+                mine.setdefault(f, []).append(shown)
+        if not mine:
+            raise ValueError(f"format: cannot tell the log format of {t!r} (none of {', '.join(FORMATS)} "
                              "matches its names or columns); pass format=... (--format)")
-        found.append(fmt)
-    if len(set(found)) > 1:
-        raise ValueError(f"format: the paths hold logs of different formats ({', '.join(sorted(set(found)))}); "
-                         "audit one run at a time")
-    return found[0]
+        if len(mine) > 1:
+            raise ValueError(f"{arg}: {t!r} mixes log formats: {_listing(mine)}; audit one run at a time, or "
+                             "pass format=... (--format) to read one of them")
+        for f, files in mine.items():
+            by_format.setdefault(f, []).extend(files)
+    if len(by_format) > 1:
+        raise ValueError(f"{arg}: the logs mix formats: {_listing(by_format)}; audit one run at a time, or pass "
+                         "format=... (--format) to read one of them")
+    return next(iter(by_format))
 
 
-def list_files(paths: Any, format: str, *, split: str = "train") -> list[LogFile]:
+def list_files(paths: Any, format: str, *, split: str = "train", arg: str = "paths") -> list[LogFile]:
     """The log files of a format under ``paths``, in step order (files named by the user are
-    kept in their order).
+    kept in their order); ``arg`` names ``paths`` in messages.
 
     Examples
     --------
@@ -368,9 +431,9 @@ def list_files(paths: Any, format: str, *, split: str = "train") -> list[LogFile
     split = checks.choice("split", split, SPLITS)
     label = "val" if split == "val" else "train"
     out: list[LogFile] = []
-    for p in _as_paths(paths):
+    for p in _as_paths(paths, arg=arg):
         if fmt == "prime-rl":
-            out += _prime_files(p, split)
+            out += _prime_files(p, split, arg=arg)
             continue
         if p.is_file():
             m = {"trl": _TRL_FILE, "rlvr": _RLVR_FILE, "verl": _VERL_FILE}.get(fmt)
@@ -388,12 +451,12 @@ def list_files(paths: Any, format: str, *, split: str = "train") -> list[LogFile
                                                  if q.is_file() and q.suffix.lower() in _TABLE_EXT
                                                  and not q.name.startswith(".")), key=_natural)]
         if not found:
-            raise ValueError(f"paths: no {fmt} log files in {str(p)!r}")
+            raise ValueError(f"{arg}: no {fmt} log files in {str(p)!r}")
         out += [LogFile(q, s, label) for s, q in found]
     return out
 
 
-def _prime_files(p: Path, split: str) -> list[LogFile]:
+def _prime_files(p: Path, split: str, *, arg: str = "paths") -> list[LogFile]:
     """prime-rl: ``rollouts/step_N/{train,eval}/{effective,all}/traces.jsonl`` (the
     ``effective`` cohort — what the trainer updated on — when both were written)."""
     kinds = {"train": ("train",), "val": ("eval",), "all": ("train", "eval")}[split]
@@ -407,7 +470,7 @@ def _prime_files(p: Path, split: str) -> list[LogFile]:
     else:
         steps = _step_dirs(p / "rollouts") or _step_dirs(p)
     if not steps:
-        raise ValueError(f"paths: no prime-rl rollouts (rollouts/step_N/...) in {str(p)!r}")
+        raise ValueError(f"{arg}: no prime-rl rollouts (rollouts/step_N/...) in {str(p)!r}")
     out = []
     for step, d in steps:
         for kind in kinds:

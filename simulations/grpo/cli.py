@@ -168,26 +168,31 @@ def _cmd_grpo(args: argparse.Namespace) -> int:
 
 
 def _rare_set(cfg: EvalConfig, task: Any) -> Any:
-    """The rare-correct set of ``--nll-rare-set`` / ``--nll-rare-base`` (``None`` without either)."""
+    """The rare-correct set of ``--nll-rare-set`` / ``--nll-rare-base`` (``None`` without either).
+
+    The library functions get the settings' names as their ``what`` (``nll_rare_set``,
+    ``nll_rare_base``), so that every refusal starts with the flag as typed
+    (:func:`rlvr_theory.runner.error_message`), then names the file and what was expected."""
     from rlvr_theory import checks
 
-    from .evaluate import RareSet, rare_correct_set
+    from .evaluate import RARE_SET_EXPECTED, RareSet, rare_correct_set
 
     checks.integer("nll_rare_prompts", cfg.nll_rare_prompts, low=1)
     checks.integer("nll_rare_samples", cfg.nll_rare_samples, low=1)
     checks.probability("nll_rare_fraction", cfg.nll_rare_fraction, low_open=True)
     path = Path(cfg.nll_rare_set) if cfg.nll_rare_set else None
     if path is not None and path.is_file():
-        return RareSet.load(path)
+        return RareSet.load(path, what="nll_rare_set")
     if cfg.nll_rare_base is None:
-        if path is not None:
-            raise ValueError(f"nll_rare_set: {path} does not exist; give --nll-rare-base to build it")
-        return None
+        if path is not None and not path.exists():
+            raise ValueError(f"nll_rare_set: {str(path)!r} does not exist; expected {RARE_SET_EXPECTED}, or give "
+                             "--nll-rare-base to build one there")
+        return None if path is None else RareSet.load(path, what="nll_rare_set")  # a directory: refused
     if path is not None:
         check_out(path, kind="file", arg="nll_rare_set")
     rare = rare_correct_set(cfg.nll_rare_base, task=task, prompts=cfg.nll_rare_prompts, samples=cfg.nll_rare_samples,
                             fraction=cfg.nll_rare_fraction, seed=cfg.seed, batch_size=cfg.batch_size,
-                            device=cfg.device, threads=cfg.threads, progress=not cfg.quiet)
+                            device=cfg.device, threads=cfg.threads, progress=not cfg.quiet, what="nll_rare_base")
     if path is not None:
         rare.save(path)
     return rare

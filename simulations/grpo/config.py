@@ -109,6 +109,13 @@ def check_out_dir(out: Any, *, resume: bool = False, overwrite: bool = False,
         return check_out(p, markers=("run_config.json",), arg=arg)
     if not overwrite and resumable and p.is_dir() and (p / "run_config.json").is_file():
         if markers is None:
+            from .checkpoint import latest_checkpoint
+
+            if latest_checkpoint(p) is None:  # a run from before runs appeared with their first checkpoint
+                raise ValueError(f"{arg}: {str(p)!r} holds a GRPO run with no checkpoint (it stopped before its "
+                                 "first one: nothing to continue from); pass --overwrite to start a new run there "
+                                 "(--resume starts that run again from step 0 with its saved settings), or choose "
+                                 "a new directory")
             raise ValueError(f"{arg}: {str(p)!r} already exists and is not empty (a run); pass --resume to "
                              "continue a GRPO run there, --overwrite to replace it, or choose a new directory")
         if not any((p / m).exists() for m in markers):

@@ -199,13 +199,112 @@ class RareSet:
         return atomic_write(path, write)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> RareSet:
-        import json
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            return cls(meta["base"], z["prompts"].tolist(), z["responses"].tolist(),
-                       *(torch.from_numpy(z[k]) for k in ("prompt_ids", "prompt_mask", "response_ids", "response_mask")),
-                       z["base_nll"], float(meta["fraction"]), int(meta["candidates"]), int(meta["drawn"]))
+    def load(cls, path: str | os.PathLike, *, what: str = "path") -> RareSet:
+        """The set written to ``path`` by :meth:`save`.
+
+        Read with ``allow_pickle=False``: nothing in the file is executed.  A path that is not
+        such a set (missing, a directory, not a ``.npz`` archive, truncated, holding Python
+        objects, lacking an array, arrays of inconsistent shapes or types) is refused with a
+        ``ValueError`` that starts with ``what`` (the caller's name for the path: the command
+        line passes its setting, shown as the flag) and names the file and what was expected.
+
+        >>> import tempfile, pathlib
+        >>> f = pathlib.Path(tempfile.mkdtemp()) / "rare.npz"
+        >>> _ = f.write_text("not an archive")
+        >>> RareSet.load(f)
+        Traceback (most recent call last):
+        ...
+        ValueError: path: file '.../rare.npz' is not a .npz archive; expected a rare-correct set (.npz, ...)
+        """
+        import zipfile
+
+        p = Path(path)
+        where = f"{what}: file {str(p)!r}"
+        if not p.exists() or p.is_dir():
+            raise ValueError(f"{what}: {str(p)!r} {'is a directory' if p.exists() else 'does not exist'}; "
+                             f"expected {RARE_SET_EXPECTED}")
+        if not zipfile.is_zipfile(p):
+            raise ValueError(f"{where} is not a .npz archive; expected {RARE_SET_EXPECTED}")
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                missing = [k for k in RARE_SET_ARRAYS if k not in z.files]
+                if missing:
+                    raise ValueError(f"{where} lacks the array {missing[0]!r}; expected {RARE_SET_EXPECTED}, "
+                                     f"whose arrays are {', '.join(RARE_SET_ARRAYS)}")
+                try:
+                    arrays = {k: z[k] for k in RARE_SET_ARRAYS}
+                except ValueError as err:  # numpy refuses object arrays without allow_pickle
+                    if "allow_pickle" not in str(err):
+                        raise
+                    raise ValueError(f"{where} holds Python objects (object arrays), which are never loaded; "
+                                     f"expected {RARE_SET_EXPECTED}") from None
+        except ValueError as err:
+            if str(err).startswith(where):  # refused above, by name
+                raise
+            raise ValueError(f"{where} is truncated or corrupt ({_first_line(err)}); expected {RARE_SET_EXPECTED}") \
+                from None
+        except OSError as err:
+            if err.errno is not None:  # the system refused the read (permission, I/O): not the file's fault
+                raise
+            raise ValueError(f"{where} is truncated or corrupt ({_first_line(err)}); expected {RARE_SET_EXPECTED}") \
+                from None
+        except Exception as err:  # zipfile.BadZipFile, EOFError, zlib.error, ...: an archive that is not whole
+            raise ValueError(f"{where} is truncated or corrupt ({type(err).__name__}: {_first_line(err)}); "
+                             f"expected {RARE_SET_EXPECTED}") from None
+        return cls(*_check_rare_arrays(arrays, where))
+
+
+#: the arrays of a rare-correct set file (:meth:`RareSet.save`)
+RARE_SET_ARRAYS = ("meta", "prompts", "responses", "prompt_ids", "prompt_mask", "response_ids", "response_mask",
+                   "base_nll")
+#: what a rare-correct set file is, in the messages that refuse one
+RARE_SET_EXPECTED = "a rare-correct set (.npz, written by RareSet.save or rlvr-train eval --nll-rare-set)"
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _check_rare_arrays(z: dict[str, np.ndarray], where: str) -> tuple:
+    """The fields of a :class:`RareSet` from the arrays of its file, checked (``ValueError``
+    starting with ``where``: the key and what it must hold)."""
+    import json
+
+    meta_keys = ("base", "fraction", "candidates", "drawn")
+    try:
+        meta = json.loads(str(z["meta"])) if z["meta"].ndim == 0 and z["meta"].dtype.kind == "U" else None
+    except json.JSONDecodeError:
+        meta = None
+    if not isinstance(meta, dict) or any(k not in meta for k in meta_keys) or not isinstance(meta["base"], str) \
+            or any(not isinstance(meta[k], (int, float)) or isinstance(meta[k], bool) for k in meta_keys[1:]):
+        raise ValueError(f"{where}: array 'meta' must hold a JSON object with {', '.join(map(repr, meta_keys))}; "
+                         f"expected {RARE_SET_EXPECTED}")
+    texts = {k: z[k] for k in ("prompts", "responses")}
+    for k, a in texts.items():
+        if a.ndim != 1 or a.dtype.kind != "U":
+            raise ValueError(f"{where}: array {k!r} must be a 1-D array of text, got {a.dtype} of shape {a.shape}; "
+                             f"expected {RARE_SET_EXPECTED}")
+    M = len(texts["prompts"])
+    for k in ("prompt_ids", "prompt_mask", "response_ids", "response_mask"):
+        a = z[k]
+        if a.ndim != 2 or a.dtype.kind not in "iub" or a.shape[0] != M or (a.size and a.min() < 0):
+            raise ValueError(f"{where}: array {k!r} must be a 2-D array of non-negative integers with one row per "
+                             f"prompt ({M}), got {a.dtype} of shape {a.shape}; expected {RARE_SET_EXPECTED}")
+    for ids, mask in (("prompt_ids", "prompt_mask"), ("response_ids", "response_mask")):
+        if z[ids].shape != z[mask].shape:
+            raise ValueError(f"{where}: arrays {ids!r} {z[ids].shape} and {mask!r} {z[mask].shape} must have the same "
+                             f"shape; expected {RARE_SET_EXPECTED}")
+    nll = z["base_nll"]
+    if nll.shape != (M,) or nll.dtype.kind != "f" or not np.isfinite(nll).all() or len(texts["responses"]) != M:
+        raise ValueError(f"{where}: arrays 'responses' and 'base_nll' must hold one entry per prompt ({M}; "
+                         f"'base_nll' finite floats), got {len(texts['responses'])} and {nll.dtype} of shape "
+                         f"{nll.shape}; expected {RARE_SET_EXPECTED}")
+    if M == 0:
+        raise ValueError(f"{where} holds no trajectory; expected {RARE_SET_EXPECTED}")
+    return (meta["base"], texts["prompts"].tolist(), texts["responses"].tolist(),
+            *(torch.from_numpy(z[k]) for k in ("prompt_ids", "prompt_mask", "response_ids", "response_mask")),
+            nll, float(meta["fraction"]), int(meta["candidates"]), int(meta["drawn"]))
 
 
 @torch.no_grad()
@@ -243,13 +342,16 @@ def _distinct_train_problems(task: tasks.Task, n: int, seed: int) -> list[tasks.
 def rare_correct_set(base: str | os.PathLike, *, task: tasks.Task | None = None, prompts: int = 256,
                      samples: int = 800, fraction: float = 0.01, seed: int = 0, max_new_tokens: int | None = None,
                      batch_size: int = 2048, device: str = "auto", threads: int | None = None,
-                     progress: bool = False) -> RareSet:
+                     progress: bool = False, what: str = "base") -> RareSet:
     """The rare-correct set of the base checkpoint ``base`` (F-GRPO App. F.2; module docstring).
 
     ``prompts`` distinct training prompts (fewer if the training split is smaller), ``samples``
     responses each at temperature 1; the correct ones are ranked by their length-normalised NLL
     under ``base`` and the top ``ceil(fraction · correct)`` (at least 1) form the set.  A base
-    model that solves none of them is refused.
+    that is not a readable checkpoint, has no task (no ``task.json`` and no ``task``), or solves
+    none of the sampled problems is refused with a ``ValueError`` starting with ``what`` (the
+    caller's name for ``base``: ``rlvr-train eval`` passes its setting ``nll_rare_base``, which
+    the command line shows as ``--nll-rare-base``).
 
     Examples
     --------
@@ -272,11 +374,17 @@ def rare_correct_set(base: str | os.PathLike, *, task: tasks.Task | None = None,
     seed = checks.integer("seed", seed, low=0)
     batch_size = checks.integer("batch_size", batch_size, low=1)
     threads = checks.integer("threads", threads, low=1, allow_none=True)
-    models.check_model_dir(base, what="base")
-    task = load_task(base) if task is None else tasks.check_task(task)
+    models.check_model_dir(base, what=what)
+    if task is None:
+        if tasks.read_spec(base, what=what) is None:
+            raise ValueError(f"{what}: {str(base)!r} has no task.json (expected the checkpoint of a model trained "
+                             "by rlvr-train, or give the task)")
+        task = load_task(base)
+    else:
+        task = tasks.check_task(task)
     dev = resolve_device(device)
     with models.torch_threads(threads), torch.no_grad():
-        model, tok = models.load_policy(base, device=dev, what="base")
+        model, tok = models.load_policy(base, device=dev, what=what)
         model.eval()
         probs = _distinct_train_problems(task, prompts, seed)
         max_new = max_new_tokens or task.max_answer_len() + 2
@@ -294,8 +402,9 @@ def rare_correct_set(base: str | os.PathLike, *, task: tasks.Task | None = None,
             if len(idx):
                 kept.append(([chunk[i // samples].prompt for i in idx.tolist()], ro.select(idx)))
         if not kept:
-            raise ValueError(f"base: the model in {str(base)!r} solved none of the {prompts * samples} sampled "
-                             "responses; no rare-correct set")
+            raise ValueError(f"{what}: the model in {str(base)!r} solved none of the {prompts * samples} sampled "
+                             "responses, so it has no rare-correct set (expected a base model that solves some "
+                             "training problems; more prompts or samples per prompt may find some)")
         # one left-padded batch of every kept trajectory (prompts re-encoded; responses padded on the right)
         prompt_text = [p for names, _ in kept for p in names]
         T = max(int(ro.response_mask.sum(-1).max()) for _, ro in kept)

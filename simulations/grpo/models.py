@@ -106,7 +106,9 @@ def check_model_dir(path: str | os.PathLike, *, what: str = "init") -> Path:
     """
     p = Path(path)
     if not p.is_dir():
-        raise ValueError(f"{what}: {str(p)!r} is not a directory")
+        raise ValueError(f"{what}: {str(p)!r} {'is not a directory' if p.exists() else 'does not exist'} "
+                         "(expected a Hugging Face causal-LM checkpoint directory with config.json, weights and "
+                         "a tokenizer)")
     if not (p / "config.json").is_file():
         raise ValueError(f"{what}: {str(p)!r} is not a model directory (no config.json)")
     weights = [f for f in os.listdir(p) if f.endswith((".safetensors", ".bin")) or f.endswith(".index.json")]

@@ -24,6 +24,7 @@ sampled tokens and the entropy ``H_t = −Σ_v π(v) log π(v)`` of each next-to
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,6 +97,14 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.zeros_like(probs).scatter(-1, order, sorted_p)
 
 
+def cache_keyword(model: Any) -> str:
+    """The keyword under which ``model.forward`` takes its key/value cache, read from its
+    signature: ``"cache"`` where it has one (recent transformers, which deprecate
+    ``past_key_values`` and remove it in 5.40), else ``"past_key_values"`` (earlier releases)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
 @torch.no_grad()
 def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_new_tokens: int,
            eos_id: int, pad_id: int, temperature: float = 1.0, top_p: float = 1.0,
@@ -106,7 +115,7 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
     Parameters
     ----------
     model: a causal LM (``transformers`` API: ``input_ids``, ``attention_mask``,
-        ``position_ids``, ``past_key_values``).
+        ``position_ids`` and a key/value cache, :func:`cache_keyword`).
     prompt_ids, prompt_mask: ``[N, P]`` left-padded prompts (:func:`encode_prompts`).
     max_new_tokens: response budget ``T_max`` per sequence.
     temperature: >= 0; ``0``: greedy decoding (the argmax token at every step, ties to the lowest
@@ -140,6 +149,7 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
     pos = (mask.cumsum(-1) - 1).clamp_min(0)
     ids = torch.cat([prompt_ids, out], dim=1)
     cache = DynamicCache(config=model.config) if use_cache else None
+    kv, mem_kv = cache_keyword(model), cache_keyword(memory) if calibrated else None
     was_training = model.training
     model.eval()
     if calibrated:
@@ -152,11 +162,11 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
         else:
             lo = 0
         logits = model(input_ids=ids[:, lo:P + t], attention_mask=mask[:, :P + t], position_ids=pos[:, lo:P + t],
-                       past_key_values=cache, use_cache=use_cache).logits[:, -1].float()
+                       use_cache=use_cache, **{kv: cache}).logits[:, -1].float()
         if calibrated:  # f̃ = f_θ − μ f_φ (Over-Sharpening Alg. 1 line 5)
             logits = logits - mu * memory(
                 input_ids=ids[:, lo:P + t], attention_mask=mask[:, :P + t], position_ids=pos[:, lo:P + t],
-                past_key_values=mem_cache, use_cache=use_cache).logits[:, -1].float()
+                use_cache=use_cache, **{mem_kv: mem_cache}).logits[:, -1].float()
         if temperature not in (0.0, 1.0):
             logits = logits / temperature
         probs = torch.softmax(logits, dim=-1)

@@ -29,6 +29,11 @@ One step (FADE Alg. 1-2; F-GRPO Sec. 2.2):
    the end) ``checkpoint-{step:06d}/`` with the model (``save_pretrained``, safetensors),
    tokenizer, task and trainer state, written to a temporary name and renamed.
 
+A new run's directory is built in a hidden temporary sibling (``.OUT.XXXX.tmp``) and renamed to
+``out`` together with its first checkpoint (:func:`analysis.io.atomic_dir`): a run that stops
+before it (disk full, divergence, Ctrl-C, a failing ``callback``) leaves nothing under ``out``, so
+the same ``out`` can be used again, and ``overwrite`` replaces an earlier run only at that moment.
+
 Distribution-level calibration (Over-Sharpening Sec. 3.2, Alg. 1 lines 4-6 and 21-22; ``mu > 0``):
 step 1 draws every token from ``softmax((f_θ − μ·f_φ)/temperature)`` (nucleus ``top_p`` of that
 distribution), ``f_φ`` the logits of a memory model (:class:`.memory.MemoryModel`: a second small
@@ -68,6 +73,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from analysis.io import atomic_dir
 from analysis.runtime import resolve_device, run_metadata
 from analysis.spectra import successive_alignment
 from rlvr_theory import masses as _masses
@@ -125,9 +131,10 @@ def _head_delta_norm(model: Any, head0: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(models.output_head(model).detach() - head0))
 
 
-def _prepare_out(cfg: GRPOConfig, out: Path, dev: torch.device) -> tuple[int, Path] | None:
-    """Create the run directory (``run_config.json`` first), or, with ``resume``, check that the
-    saved settings match and return the checkpoint to restart from (``None``: none yet)."""
+def _prepare_out(cfg: GRPOConfig, out: Path) -> tuple[int, Path] | None:
+    """With ``resume``, check that the saved settings match and return the checkpoint to restart
+    from (``None``: none yet).  A fresh run writes nothing here: its directory is built in a hidden
+    temporary sibling and appears under ``out`` with its first checkpoint (:func:`_train`)."""
     if cfg.resume:
         old = {**LATER_SETTINGS, **(read_run_settings(out) or {})}
         new = cfg.to_json()
@@ -138,12 +145,13 @@ def _prepare_out(cfg: GRPOConfig, out: Path, dev: torch.device) -> tuple[int, Pa
                              f"({old.get(k)!r} there, {new[k]!r} now); only {', '.join(RESUMABLE_CHANGES)} may change")
         ck.clean_partial(out)
         return ck.latest_checkpoint(out)
-    if cfg.overwrite and out.exists():
-        ck.remove_tree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    ck.write_json(out / "run_config.json", {"kind": "grpo", **run_metadata(
-        cfg.to_json(), seed=cfg.seed, device=dev, threads=torch.get_num_threads())})
     return None
+
+
+def _write_run_config(cfg: GRPOConfig, run_dir: Path, dev: torch.device) -> None:
+    """``run_config.json``: the settings and run metadata (what ``--resume`` reads back)."""
+    ck.write_json(run_dir / "run_config.json", {"kind": "grpo", **run_metadata(
+        cfg.to_json(), seed=cfg.seed, device=dev, threads=torch.get_num_threads())})
 
 
 #: the folder of the rollout log inside a run directory
@@ -246,10 +254,11 @@ def easiest(rates: np.ndarray, fraction: float) -> np.ndarray:
 
 
 def _training_set(cfg: GRPOConfig, task: tasks.Task, model: Any, tok: Any, max_new: int,
-                  dev: torch.device, out: Path) -> list[tasks.Problem]:
+                  dev: torch.device) -> tuple[list[tasks.Problem], dict[str, Any]]:
     """Over-Sharpening App. I's filtering baseline: ``filter_queries`` training problems drawn once,
     their solve rates under the initial policy, the easiest ``drop_easiest`` share dropped.  Its own
-    generators (seeded from ``seed``): the same set on a resumed run; written to ``query_filter.json``."""
+    generators (seeded from ``seed``): the same set on a resumed run.  Returns the kept problems and
+    the document of ``query_filter.json`` (written by the caller into the run directory)."""
     rng = np.random.default_rng([cfg.seed, 3])
     pool = task.sample(rng, cfg.filter_queries)
     gen = torch.Generator(device=dev).manual_seed(int(rng.integers(2**62)))
@@ -257,11 +266,10 @@ def _training_set(cfg: GRPOConfig, task: tasks.Task, model: Any, tok: Any, max_n
                                  temperature=cfg.temperature, top_p=cfg.top_p, generator=gen)
     dropped = np.zeros(len(pool), bool)
     dropped[easiest(rates, cfg.drop_easiest)] = True
-    ck.write_json(out / QUERY_FILTER_FILE, {
-        "fraction": cfg.drop_easiest, "samples": cfg.filter_samples,
-        "queries": [{"prompt": p.prompt, "answer": p.answer, "solve_rate": float(r), "dropped": bool(d)}
-                    for p, r, d in zip(pool, rates, dropped)]})
-    return [p for p, d in zip(pool, dropped) if not d]
+    doc = {"fraction": cfg.drop_easiest, "samples": cfg.filter_samples,
+           "queries": [{"prompt": p.prompt, "answer": p.answer, "solve_rate": float(r), "dropped": bool(d)}
+                       for p, r, d in zip(pool, rates, dropped)]}
+    return [p for p, d in zip(pool, dropped) if not d], doc
 
 
 def _concat_rollouts(parts: list[rollout.Rollouts], pad_id: int) -> rollout.Rollouts:
@@ -318,10 +326,22 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
 
     # ---- policy, reference, initial head -----------------------------------
     model, tok = models.prepare_policy(task, init=cfg.init, preset=cfg.preset, seed=cfg.seed, device=dev)
-    resume_from = _prepare_out(cfg, out, dev)  # after loading --init: a bad model leaves no directory
-    base_dir = Path(cfg.init) if cfg.init else out / "init"
-    if cfg.init is None and not (base_dir / "config.json").is_file():
-        ck.save_model_dir(base_dir, model, tok, json_files={"task.json": task.spec()})
+    resume_from = _prepare_out(cfg, out)  # after loading --init: a bad model leaves no directory
+    # a fresh run is built in a hidden temporary sibling of out (run_dir) and renamed to out with its
+    # first checkpoint (analysis.io.atomic_dir): a run that stops before it (disk full, divergence,
+    # Ctrl-C) leaves nothing under out, and --overwrite replaces an earlier run only then
+    fresh = not cfg.resume
+    run_dir = out
+    base_dir = Path(cfg.init) if cfg.init else out / "init"  # the name the run knows it by (trainer state)
+
+    def start_files(where: Path) -> None:
+        """What a run holds before its first step: settings, the preset's initial model, the query filter."""
+        if fresh:
+            _write_run_config(cfg, where, dev)
+        if cfg.init is None and not (where / "init" / "config.json").is_file():
+            ck.save_model_dir(where / "init", model, tok, json_files={"task.json": task.spec()})
+        if query_filter is not None:
+            ck.write_json(where / QUERY_FILTER_FILE, query_filter)
     ref = None
     if cfg.kl_coef > 0 or cfg.log_kl:
         ref = copy.deepcopy(model).eval().requires_grad_(False)
@@ -330,7 +350,8 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
     head_grad = models.HeadGradient(model) if cfg.head_alignment else None
     prev_head_grad: torch.Tensor | None = None
     # the filtering baseline's training set, from the initial policy (before a resumed state is loaded)
-    train_set = _training_set(cfg, task, model, tok, max_new, dev, out) if cfg.drop_easiest > 0 else None
+    train_set, query_filter = _training_set(cfg, task, model, tok, max_new, dev) if cfg.drop_easiest > 0 \
+        else (None, None)
 
     # ---- optimizer, randomness, schedule -----------------------------------
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -347,6 +368,8 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
     schedule_kw: dict[str, Any] | None = None
     log = ck.MetricsLog(out, [c for c in METRIC_COLUMNS if cfg.head_alignment or c not in HEAD_ALIGNMENT_COLUMNS])
     start = 0
+    if not fresh:
+        start_files(out)  # a preset's initial model if it is missing; the query filter (the same set)
 
     if resume_from is not None:  # ---- resume: restore everything -----------
         start, path = resume_from
@@ -399,7 +422,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
         def extra(tmp: Path) -> None:  # trainer_state.json last: it marks a complete checkpoint
             torch.save(blobs, tmp / "trainer_state.pt")
             ck.write_json(tmp / "trainer_state.json", state)
-        ck.save_model_dir(out / ck.checkpoint_name(step), model, tok,
+        ck.save_model_dir(run_dir / ck.checkpoint_name(step), model, tok,
                           json_files={"task.json": task.spec()}, extra=extra)
 
     # one epoch of one minibatch: the update's forward pass also gives the old log-probs (step 3)
@@ -420,167 +443,203 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
 
     from tqdm.auto import tqdm
 
-    bar = tqdm(range(start + 1, cfg.steps + 1), desc="grpo", disable=cfg.quiet, leave=False,
-               initial=start, total=cfg.steps)
-    try:
-        for step in bar:
-            t0 = time.perf_counter()
+    bar = tqdm(total=cfg.steps, initial=start, desc="grpo", disable=cfg.quiet, leave=False)
+    current = start  # the step being run (named if the run diverges)
 
-            # 1. B prompts × G rollouts (temperature, top-p, KV cache) and their verdicts
-            problems, ro, correct = generate(B)
-            ds_row: dict[str, int] = {}
-            if cfg.dynamic_sampling:  # drop the groups without signal; refill, at most max_refill_rounds times
-                parts = [(problems, ro, correct)]
-                signal = [has_signal(correct)]
-                n_signal, rounds = int(signal[0].sum()), 0
-                while n_signal < B and rounds < cfg.max_refill_rounds:
-                    rounds += 1
-                    parts.append(generate(B - n_signal))
-                    signal.append(has_signal(parts[-1][2]))
-                    n_signal += int(signal[-1].sum())
-                keep = np.concatenate(signal)
-                # the groups with signal, then (at the cap) the first ones without, in the order drawn
-                chosen = np.sort(np.concatenate([np.flatnonzero(keep), np.flatnonzero(~keep)[:B - n_signal]]))
-                problems = [p for part in parts for p in part[0]]
-                problems = [problems[i] for i in chosen]
-                rows = torch.as_tensor((chosen[:, None] * G + np.arange(G)).reshape(-1), device=dev)
-                ro = _concat_rollouts([part[1] for part in parts], tok.pad_token_id).select(rows)
-                correct = np.concatenate([part[2] for part in parts])[chosen]
-                ds_row = {"groups_drawn": len(keep), "groups_dropped": len(keep) - B, "refill_rounds": rounds,
-                          "groups_without_signal": B - n_signal}
-            t_rollout = time.perf_counter() - t0
+    def one_step(step: int) -> StepRecord:
+        """Steps 1-6 of the module docstring; the metrics row, rollout log and checkpoint go to run_dir."""
+        nonlocal schedule, schedule_kw, prev_head_grad, current
+        current = step
+        t0 = time.perf_counter()
 
-            # 2. rewards from the verifier, [B, G]
-            rewards = np.where(correct, Rc, Rw)
-            lengths = ro.lengths.cpu().numpy().reshape(B, G)
-            mask = ro.response_mask.float()
+        # 1. B prompts × G rollouts (temperature, top-p, KV cache) and their verdicts
+        problems, ro, correct = generate(B)
+        ds_row: dict[str, int] = {}
+        if cfg.dynamic_sampling:  # drop the groups without signal; refill, at most max_refill_rounds times
+            parts = [(problems, ro, correct)]
+            signal = [has_signal(correct)]
+            n_signal, rounds = int(signal[0].sum()), 0
+            while n_signal < B and rounds < cfg.max_refill_rounds:
+                rounds += 1
+                parts.append(generate(B - n_signal))
+                signal.append(has_signal(parts[-1][2]))
+                n_signal += int(signal[-1].sum())
+            keep = np.concatenate(signal)
+            # the groups with signal, then (at the cap) the first ones without, in the order drawn
+            chosen = np.sort(np.concatenate([np.flatnonzero(keep), np.flatnonzero(~keep)[:B - n_signal]]))
+            problems = [p for part in parts for p in part[0]]
+            problems = [problems[i] for i in chosen]
+            rows = torch.as_tensor((chosen[:, None] * G + np.arange(G)).reshape(-1), device=dev)
+            ro = _concat_rollouts([part[1] for part in parts], tok.pad_token_id).select(rows)
+            correct = np.concatenate([part[2] for part in parts])[chosen]
+            ds_row = {"groups_drawn": len(keep), "groups_dropped": len(keep) - B, "refill_rounds": rounds,
+                      "groups_without_signal": B - n_signal}
+        t_rollout = time.perf_counter() - t0
 
-            # 3. old log-probs and entropies; reference log-probs (no gradient).  With one epoch of one
-            # minibatch the update's own forward pass gives them (old = current, detached: what the
-            # separate no-grad pass would compute), one forward pass fewer per step
-            if single_pass:
-                model.train()
-                cur_logp, cur_ent = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
-                old_logp, ent_tok = cur_logp.detach(), cur_ent.detach()
-                if cfg.entropy_coef == 0:
-                    cur_ent = None  # frees the entropy's graph: the loss does not use it
-            else:
-                with torch.no_grad():
-                    old_logp, ent_tok = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
-            with torch.no_grad():
-                ref_logp = rollout.token_logprobs(ref, ro, temperature=cfg.temperature,
-                                                  with_entropy=False)[0] if ref is not None else None
-            entropy = float((ent_tok * mask).sum() / mask.sum())
-            # FADE Alg. 2 line 4: H_t = (1/|B|) Σ_i (1/T_i) Σ_t −log π(a_t)
-            entropy_nll = float(((-old_logp * mask).sum(-1) / mask.sum(-1)).mean())
+        # 2. rewards from the verifier, [B, G]
+        rewards = np.where(correct, Rc, Rw)
+        lengths = ro.lengths.cpu().numpy().reshape(B, G)
+        mask = ro.response_mask.float()
 
-            # 4. advantages from the registry (or a schedule fed this batch's signals) and masses
-            if cfg.schedule is not None:
-                if schedule is None:  # first step: FADE's Ĥ starts at the initial entropy H0 (Alg. 2 line 1)
-                    # a typed H0 wins; schedules.get gives H0 to the schedules that take it (saved for resume)
-                    schedule_kw = {"H0": entropy_nll, **cfg.params}
-                    schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
-                adv_fn = schedule.update(reward_mean=float(rewards.mean()), entropy=entropy_nll, step=step)
-            else:
-                adv_fn = fixed_adv
-            len_arg = lengths if adv_fn.uses_lengths else None
-            A = adv_fn(rewards, lengths=len_arg)
-            if not np.isfinite(A).all():
-                raise ValueError(f"advantage: {adv_fn!r} gave non-finite advantages for the rewards "
-                                 f"{(Rw, Rc)} at step {step}; use reward values of moderate magnitude")
-            m = _masses.of_group(adv_fn, rewards, lengths=len_arg)
-            adv_t = torch.as_tensor(A.reshape(-1), dtype=torch.float32, device=dev)
-
-            # 5. μ epochs of minibatch updates
+        # 3. old log-probs and entropies; reference log-probs (no gradient).  With one epoch of one
+        # minibatch the update's own forward pass gives them (old = current, detached: what the
+        # separate no-grad pass would compute), one forward pass fewer per step
+        if single_pass:
             model.train()
-            n_rows = B * G
-            mb = n_rows // cfg.minibatches
-            stats, grad_norms, losses = [], [], []
-            for _epoch in range(cfg.ppo_epochs):
-                order = torch.randperm(n_rows, generator=gen, device=dev) if cfg.minibatches > 1 \
-                    else torch.arange(n_rows, device=dev)
-                for k in range(cfg.minibatches):
-                    idx = order[k * mb:(k + 1) * mb]
-                    sub = ro.select(idx)
-                    if single_pass:  # the forward pass of step 3 (all rows, in order)
-                        logp, ent = cur_logp, cur_ent
-                    else:
-                        logp, ent = rollout.token_logprobs(model, sub, temperature=cfg.temperature,
-                                                           with_entropy=cfg.entropy_coef > 0)
-                    loss, st = policy_loss(
-                        logp, old_logp[idx], adv_t[idx], sub.response_mask, loss=cfg.loss,
-                        aggregation=cfg.aggregation, eps_low=eps_low, eps_high=eps_high, max_new_tokens=max_new,
-                        ref_logp=None if ref_logp is None else ref_logp[idx], kl_coef=cfg.kl_coef,
-                        entropy=ent, entropy_coef=cfg.entropy_coef)
-                    loss_value = _finite_or_stop(float(loss.detach()), "the loss")
-                    opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    if head_grad is not None:
-                        head_grad.after_backward()  # the raw gradient, before clipping
-                    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-                    grad_norms.append(_finite_or_stop(grad_norm, "the gradient norm"))
-                    opt.step()
-                    lr_sched.step()
-                    stats.append(st)
-                    losses.append(loss_value)
-            bad = models.first_non_finite(model)
-            if bad is not None:
-                raise _Diverged(f"weight {bad!r} is not finite after the update")
-            extra_row: dict[str, Any] = {}
-            if memory is not None:  # Alg. 1 line 22: the memory learns the step's sampled responses
-                extra_row["memory_loss"] = _finite_or_stop(memory.update(ro), "the memory model's loss")
-            if head_grad is not None:  # FADE Cor. 15.3: alignment of g_{t-1} and g_t
-                cur = head_grad.pop()
-                cos = u_cos = None
-                if prev_head_grad is not None and cur is not None:
-                    c, u = (float(v) for v in successive_alignment(prev_head_grad, cur))
-                    cos, u_cos = (None if np.isnan(c) else c), (None if np.isnan(u) else u)
-                prev_head_grad = cur
-                extra_row.update(head_grad_cos=cos, head_grad_u_cos=u_cos)
+            cur_logp, cur_ent = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
+            old_logp, ent_tok = cur_logp.detach(), cur_ent.detach()
+            if cfg.entropy_coef == 0:
+                cur_ent = None  # frees the entropy's graph: the loss does not use it
+        else:
+            with torch.no_grad():
+                old_logp, ent_tok = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
+        with torch.no_grad():
+            ref_logp = rollout.token_logprobs(ref, ro, temperature=cfg.temperature,
+                                              with_entropy=False)[0] if ref is not None else None
+        entropy = float((ent_tok * mask).sum() / mask.sum())
+        # FADE Alg. 2 line 4: H_t = (1/|B|) Σ_i (1/T_i) Σ_t −log π(a_t)
+        entropy_nll = float(((-old_logp * mask).sum(-1) / mask.sum(-1)).mean())
 
-            # 6. metrics and checkpoint
-            step_time = time.perf_counter() - t0
-            n_tok = int(lengths.sum())
-            X = correct.reshape(B, G).sum(-1)
-            alpha = getattr(schedule, "alpha", None) if schedule is not None else adv_fn.params.get("alpha")
-            delta = getattr(schedule, "delta", None) if schedule is not None else adv_fn.params.get("delta")
-            m_S, m_F = float(m.m_S.mean()), float(m.m_F.mean())
-            row = {
-                "step": step, "reward_mean": float(rewards.mean()), "solve_rate": float(correct.mean()),
-                "frac_all_correct": float((X == G).mean()), "frac_all_wrong": float((X == 0).mean()),
-                "m_S": m_S, "m_F": m_F, "entropy": entropy,
-                "clip_frac_low": float(np.mean([s.clip_frac_low for s in stats])),
-                "clip_frac_high": float(np.mean([s.clip_frac_high for s in stats])),
-                "kl": float(np.mean([s.kl for s in stats])) if ref_logp is not None else None,
-                "grad_norm": float(np.mean(grad_norms)), "head_delta_norm": _head_delta_norm(model, head0),
-                "response_len_mean": float(lengths.mean()), "step_time": step_time,
-                "tokens_per_s": n_tok / step_time, "alpha": alpha, "delta": delta,
-                "m_ratio": m_S / m_F if m_F != 0 else None, "entropy_nll": entropy_nll,
-                "loss": float(np.mean(losses)), "pg_loss": float(np.mean([s.pg_loss for s in stats])),
-                "lr": lr_sched.get_last_lr()[0], "adv_abs_mean": float(np.abs(A).mean()), "rollout_time": t_rollout,
-                **ds_row, **extra_row,
-            }
-            for key, value in row.items():
-                if isinstance(value, float):
-                    _finite_or_stop(value, key)
-            log.append(row)
-            if cfg.rollout_log:
-                write_rollout_log(out, step, [p.prompt for p in problems], rewards, A, lengths)
-            bar.set_postfix(reward=f"{row['reward_mean']:.3f}", H=f"{entropy:.2f}")
-            is_ckpt = step % cfg.checkpoint_every == 0 or step == cfg.steps
-            if is_ckpt or step % cfg.log_every == 0:
-                log.write()  # before the checkpoint: metrics always cover the last checkpoint
-            if is_ckpt:
-                save_checkpoint(step)
+        # 4. advantages from the registry (or a schedule fed this batch's signals) and masses
+        if cfg.schedule is not None:
+            if schedule is None:  # first step: FADE's Ĥ starts at the initial entropy H0 (Alg. 2 line 1)
+                # a typed H0 wins; schedules.get gives H0 to the schedules that take it (saved for resume)
+                schedule_kw = {"H0": entropy_nll, **cfg.params}
+                schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
+            adv_fn = schedule.update(reward_mean=float(rewards.mean()), entropy=entropy_nll, step=step)
+        else:
+            adv_fn = fixed_adv
+        len_arg = lengths if adv_fn.uses_lengths else None
+        A = adv_fn(rewards, lengths=len_arg)
+        if not np.isfinite(A).all():
+            raise ValueError(f"advantage: {adv_fn!r} gave non-finite advantages for the rewards "
+                             f"{(Rw, Rc)} at step {step}; use reward values of moderate magnitude")
+        m = _masses.of_group(adv_fn, rewards, lengths=len_arg)
+        adv_t = torch.as_tensor(A.reshape(-1), dtype=torch.float32, device=dev)
+
+        # 5. μ epochs of minibatch updates
+        model.train()
+        n_rows = B * G
+        mb = n_rows // cfg.minibatches
+        stats, grad_norms, losses = [], [], []
+        for _epoch in range(cfg.ppo_epochs):
+            order = torch.randperm(n_rows, generator=gen, device=dev) if cfg.minibatches > 1 \
+                else torch.arange(n_rows, device=dev)
+            for k in range(cfg.minibatches):
+                idx = order[k * mb:(k + 1) * mb]
+                sub = ro.select(idx)
+                if single_pass:  # the forward pass of step 3 (all rows, in order)
+                    logp, ent = cur_logp, cur_ent
+                else:
+                    logp, ent = rollout.token_logprobs(model, sub, temperature=cfg.temperature,
+                                                       with_entropy=cfg.entropy_coef > 0)
+                loss, st = policy_loss(
+                    logp, old_logp[idx], adv_t[idx], sub.response_mask, loss=cfg.loss,
+                    aggregation=cfg.aggregation, eps_low=eps_low, eps_high=eps_high, max_new_tokens=max_new,
+                    ref_logp=None if ref_logp is None else ref_logp[idx], kl_coef=cfg.kl_coef,
+                    entropy=ent, entropy_coef=cfg.entropy_coef)
+                loss_value = _finite_or_stop(float(loss.detach()), "the loss")
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if head_grad is not None:
+                    head_grad.after_backward()  # the raw gradient, before clipping
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+                grad_norms.append(_finite_or_stop(grad_norm, "the gradient norm"))
+                opt.step()
+                lr_sched.step()
+                stats.append(st)
+                losses.append(loss_value)
+        bad = models.first_non_finite(model)
+        if bad is not None:
+            raise _Diverged(f"weight {bad!r} is not finite after the update")
+        extra_row: dict[str, Any] = {}
+        if memory is not None:  # Alg. 1 line 22: the memory learns the step's sampled responses
+            extra_row["memory_loss"] = _finite_or_stop(memory.update(ro), "the memory model's loss")
+        if head_grad is not None:  # FADE Cor. 15.3: alignment of g_{t-1} and g_t
+            cur = head_grad.pop()
+            cos = u_cos = None
+            if prev_head_grad is not None and cur is not None:
+                c, u = (float(v) for v in successive_alignment(prev_head_grad, cur))
+                cos, u_cos = (None if np.isnan(c) else c), (None if np.isnan(u) else u)
+            prev_head_grad = cur
+            extra_row.update(head_grad_cos=cos, head_grad_u_cos=u_cos)
+
+        # 6. metrics and checkpoint
+        step_time = time.perf_counter() - t0
+        n_tok = int(lengths.sum())
+        X = correct.reshape(B, G).sum(-1)
+        alpha = getattr(schedule, "alpha", None) if schedule is not None else adv_fn.params.get("alpha")
+        delta = getattr(schedule, "delta", None) if schedule is not None else adv_fn.params.get("delta")
+        m_S, m_F = float(m.m_S.mean()), float(m.m_F.mean())
+        row = {
+            "step": step, "reward_mean": float(rewards.mean()), "solve_rate": float(correct.mean()),
+            "frac_all_correct": float((X == G).mean()), "frac_all_wrong": float((X == 0).mean()),
+            "m_S": m_S, "m_F": m_F, "entropy": entropy,
+            "clip_frac_low": float(np.mean([s.clip_frac_low for s in stats])),
+            "clip_frac_high": float(np.mean([s.clip_frac_high for s in stats])),
+            "kl": float(np.mean([s.kl for s in stats])) if ref_logp is not None else None,
+            "grad_norm": float(np.mean(grad_norms)), "head_delta_norm": _head_delta_norm(model, head0),
+            "response_len_mean": float(lengths.mean()), "step_time": step_time,
+            "tokens_per_s": n_tok / step_time, "alpha": alpha, "delta": delta,
+            "m_ratio": m_S / m_F if m_F != 0 else None, "entropy_nll": entropy_nll,
+            "loss": float(np.mean(losses)), "pg_loss": float(np.mean([s.pg_loss for s in stats])),
+            "lr": lr_sched.get_last_lr()[0], "adv_abs_mean": float(np.abs(A).mean()), "rollout_time": t_rollout,
+            **ds_row, **extra_row,
+        }
+        for key, value in row.items():
+            if isinstance(value, float):
+                _finite_or_stop(value, key)
+        log.append(row)
+        if cfg.rollout_log:
+            write_rollout_log(run_dir, step, [p.prompt for p in problems], rewards, A, lengths)
+        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", H=f"{entropy:.2f}")
+        is_ckpt = step % cfg.checkpoint_every == 0 or step == cfg.steps
+        if is_ckpt or step % cfg.log_every == 0:
+            log.write()  # before the checkpoint: metrics always cover the last checkpoint
+        if is_ckpt:
+            save_checkpoint(step)
+        bar.update(1)
+        return StepRecord(step, rewards, A, adv_fn, lengths, row)
+
+    def run(steps: range) -> None:
+        for step in steps:
+            record = one_step(step)
             if callback is not None:
-                callback(StepRecord(step, rewards, A, adv_fn, lengths, row))
+                callback(record)
+
+    started = not fresh  # whether out holds this run (a fresh run: from its first checkpoint on)
+    try:
+        if fresh:
+            first = min(cfg.checkpoint_every, cfg.steps)  # the step of the first checkpoint
+            held: list[StepRecord] = []
+
+            def build(tmp: Path) -> None:
+                nonlocal run_dir
+                run_dir = log.run_dir = tmp
+                start_files(tmp)
+                run(range(1, first))
+                held.append(one_step(first))  # its callback runs once the run is under out
+            try:
+                atomic_dir(out, build)
+            finally:
+                run_dir = log.run_dir = out
+            started = True
+            if callback is not None:
+                callback(held[0])
+            start = first
+        run(range(start + 1, cfg.steps + 1))
     except (_Diverged, FloatingPointError) as err:
         bar.close()
-        log.write()  # the finite rows before the step that diverged
-        last = ck.latest_checkpoint(out)
-        kept = f"the last checkpoint, {last[1].name}, is intact" if last else "no checkpoint was written"
+        if started:
+            log.write()  # the finite rows before the step that diverged
+            last = ck.latest_checkpoint(out)
+            kept = f"the last checkpoint, {last[1].name}, is intact" if last else "no checkpoint was written"
+        else:
+            kept = (f"it had no checkpoint yet, so nothing was written to --out ({str(out)!r})"
+                    + (", and the run there before is as it was" if out.exists() else "")
+                    + "; the same --out can be used again")
         raise ValueError(
-            f"diverged at step {step}: {err}; the run stopped without saving that step ({kept}). The likely "
+            f"diverged at step {current}: {err}; the run stopped without saving that step ({kept}). The likely "
             f"cause is the learning rate: lower --lr (now {cfg.lr:g}) or --max-grad-norm (now "
             f"{cfg.max_grad_norm:g})") from None
     bar.close()

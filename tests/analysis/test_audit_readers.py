@@ -285,7 +285,7 @@ def test_format_detection_and_refusals(tmp_path):
     assert readers.detect_format([tmp_path / "t.csv"]) == "table"
     with pytest.raises(ValueError, match="cannot tell the log format of .*odd.csv"):
         readers.detect_format(tmp_path / "odd.csv")
-    with pytest.raises(ValueError, match="different formats"):
+    with pytest.raises(ValueError, match=r"the logs mix formats: verl: 1 file \(.*3\.jsonl\); table: 1 file"):
         readers.detect_format([tmp_path / "v", tmp_path / "t.csv"])
     with pytest.raises(ValueError, match="does not exist"):
         read(tmp_path / "missing")

@@ -143,6 +143,46 @@ def test_disk_full_writing_a_figure_leaves_no_temporary_file(tmp_path, monkeypat
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("fails", ["csv", "png"])
+def test_disk_full_on_a_new_out_folder_leaves_nothing(tmp_path, monkeypatch, capsys, fails):
+    """``--out`` that does not exist yet appears with the first figure's files, complete (built in a
+    hidden temporary sibling and renamed, :func:`analysis.io.atomic_dir`): a full disk while writing
+    them leaves no folder, and the message names the file under ``--out``."""
+    import matplotlib.figure
+
+    def full(self, *a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    if fails == "csv":
+        monkeypatch.setattr(pd.DataFrame, "to_csv", full)
+    else:
+        monkeypatch.setattr(matplotlib.figure.Figure, "savefig", full)
+    out = tmp_path / "figs"
+    with registry.registered(_tiny()):
+        assert cli.main(["make", "zz_tiny", "--out", str(out), "--quiet"]) == 1
+    name = out / f"zz_tiny.{fails}"
+    assert capsys.readouterr().err == f"rlvr-figures: error: No space left on device: {str(name)!r}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_disk_full_at_a_later_figure_keeps_the_earlier_ones(tmp_path, monkeypatch, capsys):
+    """The first figure creates --out; the second one fails: the first stays complete, the second
+    leaves nothing (no temporary file)."""
+    second = FigureSpec("zz_tiny2", "t", "s", lambda: pd.DataFrame({"y": [2.0]}), _tiny().plot, _tiny().claims)
+    real = pd.DataFrame.to_csv
+
+    def full_for_the_second(self, path, *a, **k):
+        if "zz_tiny2" in str(path) or "zz_tiny2" in os.path.basename(os.path.dirname(str(path))):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, path, *a, **k)
+    out = tmp_path / "figs"
+    with registry.registered(_tiny()), registry.registered(second):
+        monkeypatch.setattr(pd.DataFrame, "to_csv", full_for_the_second)
+        assert cli.main(["make", "zz_tiny", "zz_tiny2", "--out", str(out), "--quiet"]) == 1
+    assert capsys.readouterr().err.startswith("rlvr-figures: error: No space left on device: ")
+    assert sorted(p.name for p in out.iterdir()) == ["zz_tiny.claims.csv", "zz_tiny.csv", "zz_tiny.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figs"]
+
+
 def test_stdout_on_a_full_device_is_one_line_exit_1():
     with open("/dev/full", "w") as full:
         p = rlvr_figures("list", stdout=full)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from rlvr_theory import cli
@@ -50,6 +53,20 @@ def test_table_formats(capsys, fmt):
         rows = json.loads(out)
         assert len(rows) == 2 * len(cli.advantages.names())
         assert {"m_S", "m_S_exact", "advantage_ratio"} <= set(rows[0])
+
+
+def test_table_csv_prints_the_shortest_round_trip_of_each_float(capsys):
+    """p = 0.3 prints as ``0.3`` (not ``0.29999999999999999``), and every number reads back to the
+    float of the table computed now."""
+    code, out, _ = run(capsys, "table", "--p", "0.3", "--p", "0.5", "--G", "8", "--format", "csv")
+    assert code == 0
+    lines = out.splitlines()
+    assert "0.29999999999999999" not in out and all(",0.3," in ln or ",0.5," in ln for ln in lines[1:])
+    back = list(csv.DictReader(io.StringIO(out)))  # Python's float(): exact round trip of a repr
+    want = cli.masses.table(p=[0.3, 0.5], G=8)
+    for col in ("p", "m_S", "m_F", "m_S_exact", "m_F_exact"):
+        got = np.array([float(r[col]) if r[col] else np.nan for r in back])
+        np.testing.assert_array_equal(got, want[col].to_numpy(float), err_msg=col)
 
 
 def test_list(capsys):

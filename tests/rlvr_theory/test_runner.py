@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import signal
 import subprocess
 import sys
 from typing import Optional
@@ -160,6 +161,13 @@ def test_keyboard_interrupt_is_one_line_and_130(capsys):
     assert code == 130 and out == "" and err.strip() == "demo: interrupted" and "Traceback" not in err
 
 
+def test_keyboard_interrupt_says_what_the_command_did_not_write(capsys):
+    code = runner.run("demo", _cli(_raise(KeyboardInterrupt("no report written; 'rep' is left as it was"))), ["go"])
+    out, err = capsys.readouterr()
+    assert code == 130 and out == ""
+    assert err.strip().splitlines() == ["demo: interrupted: no report written; 'rep' is left as it was"]
+
+
 def test_other_errors_are_not_swallowed():
     with pytest.raises(RuntimeError):
         runner.run("demo", _cli(_raise(RuntimeError("bug"))), ["go"])
@@ -228,8 +236,14 @@ def test_apply_threads_sets_torch_and_the_environment():
 def test_console_entry_point_exits_with_the_status(monkeypatch, capsys):
     main_exit = runner.console("demo", _cli(_raise(ValueError("group_size bad")), settings=True))
     monkeypatch.setattr(sys, "argv", ["demo", "go"])
-    with pytest.raises(SystemExit) as exc:
-        main_exit()
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as exc:
+            main_exit()
+        # the command is over: Ctrl-C while Python shuts down is ignored (no traceback, no -2)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)                # this process is pytest's: give Ctrl-C back
     assert exc.value.code == 2 and capsys.readouterr().err == "demo: error: --group-size bad\n"
     assert "demo" in main_exit.__doc__
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -30,14 +31,9 @@ FAST = dict(task="sort", difficulty=3, device="cpu", threads=1, quiet=True, batc
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """An SFT checkpoint of the tiny-cpu preset on 3-digit sorting (held-out solve rate >= 0.3)."""
-    out = tmp_path_factory.mktemp("grpo") / "sft"
-    final = sft.train_sft(sft.SFTConfig(out=str(out), task="sort", difficulty=3, target_solve_rate=0.3,
-                                        eval_every=10, max_steps=400, device="cpu", threads=1, quiet=True))
-    info = json.loads((final / "sft.json").read_text())
-    assert info["heldout_solve_rate"] >= 0.3 and 0 < info["n_params"] < 1_000_000
-    return final
+def base(sft_sort3) -> Path:
+    """An SFT checkpoint of the tiny-cpu preset on 3-digit sorting (``conftest.sft_sort3``, built once)."""
+    return sft_sort3
 
 
 def _weights(path: Path) -> dict[str, torch.Tensor]:
@@ -76,8 +72,10 @@ def test_rollout_kv_cache_matches_recomputation(base):
     prompts = ["sort:312=", "7+5=", "sort:9=", "count a:ab="]
     ids, mask = rollout.encode_prompts(tok, prompts, repeat=3)
     kw = dict(max_new_tokens=6, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id, return_entropy=True)
-    a = rollout.sample(model, ids, mask, generator=torch.Generator().manual_seed(5), **kw)
-    b = rollout.sample(model, ids, mask, generator=torch.Generator().manual_seed(5), use_cache=False, **kw)
+    with warnings.catch_warnings():  # the cache goes in under the keyword this transformers supports
+        warnings.simplefilter("error", FutureWarning)
+        a = rollout.sample(model, ids, mask, generator=torch.Generator().manual_seed(5), **kw)
+        b = rollout.sample(model, ids, mask, generator=torch.Generator().manual_seed(5), use_cache=False, **kw)
     assert torch.equal(a.response_ids, b.response_ids) and torch.equal(a.response_mask, b.response_mask)
     with torch.no_grad():
         logp, ent = rollout.token_logprobs(model, a)
@@ -96,6 +94,22 @@ def test_rollout_kv_cache_matches_recomputation(base):
         if tok.eos_token_id in r:
             j = r.index(tok.eos_token_id)
             assert a.completed[i] and all(x == tok.pad_token_id for x in r[j + 1:]) and a.lengths[i] == j + 1
+
+
+def test_cache_keyword_follows_the_forward_signature():
+    """``cache=`` where ``forward`` takes it (transformers that deprecate ``past_key_values``),
+    ``past_key_values=`` on a model written against an earlier API."""
+    from simulations.grpo import rollout
+
+    class Old(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False):
+            return input_ids
+
+    class New(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, position_ids=None, cache=None, use_cache=False):
+            return input_ids
+
+    assert rollout.cache_keyword(Old()) == "past_key_values" and rollout.cache_keyword(New()) == "cache"
 
 
 def test_answer_entropy_by_hand():
