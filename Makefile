@@ -15,6 +15,9 @@ OUT    ?= figures/out
 # each on one thread; `PYTEST_WORKERS=0` runs the tests in this process)
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= auto
+# the tests start the commands in fresh interpreters: let them reuse compiled bytecode even where
+# the environment says not to write it (PYTHONDONTWRITEBYTECODE; an empty value turns it off)
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 # with a lock: its versions as constraints; without: the newest releases, upgrading what is there
 PIP_PINS := $(if $(LOCK),-c $(LOCK),--upgrade --upgrade-strategy eager)
 
@@ -52,13 +55,13 @@ gallery: $(STAMP)
 # the fast suite and the runnable Examples of the docstrings (doctests); the `slow` tests alone;
 # both; the fast suite against the newest releases (a fresh resolution in .venv-latest)
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "not slow and not gpu" $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(PYTEST_WORKERS) -m "not slow and not gpu" $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m "slow and not gpu" $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(PYTEST_WORKERS) -m "slow and not gpu" $(PYTEST_ARGS)
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-latest:
 	rm -f .venv-latest/.installed

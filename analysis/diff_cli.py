@@ -2,7 +2,8 @@
 
     rlvr-diff [weights] BASE RL_1 [RL_2 ...] --out DIR [--device auto|cpu|cuda] [--top-k 64]
               [--layers all|head] [--tokenizer DIR] [--full-spectrum] [--series RUN_DIR]
-              [--cast bf16|fp16|fp32] [--threads N] [--overwrite] [--json] [--quiet]
+              [--cast bf16|fp16|fp32] [--allow-other-base] [--threads N] [--overwrite] [--json]
+              [--quiet]
     rlvr-diff hidden-states CHECKPOINT --rollouts FILE.jsonl --out DIR [--tokenizer DIR]
               [--device auto|cpu|cuda] [--batch-size 8] [--temperature 1.0] [--threads N]
               [--overwrite] [--json] [--quiet]
@@ -15,7 +16,10 @@ RUN_DIR`` adds the checkpoints of a run in step order (after any RL given): TRL'
 ``checkpoint-N`` and verl's ``global_step_N/actor/huggingface`` (a verl FSDP shard directory is
 refused with the command that merges it); the cross-checkpoint alignment is taken against the
 last one.  ``--cast bf16|fp16|fp32`` rounds both sides to one precision before the difference
-(a pair whose dtypes differ is otherwise flagged with its rounding floor).  ``hidden-states`` writes
+(a pair whose dtypes differ is otherwise flagged with its rounding floor).  An adapter whose
+``base_model_name_or_path`` names another base than ``BASE`` is refused unless
+``--allow-other-base`` (then recorded ``"base_identity": "other (allowed)"``; see
+:func:`analysis.lora.base_identity`).  ``hidden-states`` writes
 ``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  Both JSON files
 carry a ``"run"`` block (:func:`analysis.runtime.run_metadata`: package version, the
 command's settings, seed, device, threads).  ``--json`` prints the JSON document on stdout;
@@ -75,6 +79,9 @@ def _add_weights(sub: Any) -> None:
     ap.add_argument("--cast", choices=("bf16", "fp16", "fp32"), default=None,
                     help="round both sides to this precision before the difference (default: as stored; "
                          "differing dtypes are flagged with their rounding floor)")
+    ap.add_argument("--allow-other-base", action="store_true",
+                    help="diff a LoRA adapter against BASE even when its adapter_config.json "
+                         "base_model_name_or_path names another base (refused by default; recorded in the report)")
     runner.add_threads_option(ap, all_cores=True)   # spectra side by side, one BLAS thread each
     runner.add_overwrite_option(ap)
     ap.add_argument("--json", action="store_true", help="print report.json on stdout")
@@ -176,7 +183,7 @@ def _run_weights(args: argparse.Namespace) -> int:
         raise ValueError("checkpoints: give at least one RL checkpoint directory or --series RUN_DIR")
     doc = weight_diff.diff(args.base, cks, device=args.device, top_k=args.top_k, layers=args.layers,
                            tokenizer=args.tokenizer, full_spectrum=args.full_spectrum, progress=not args.quiet,
-                           cast=args.cast)
+                           cast=args.cast, allow_other_base=args.allow_other_base)
     doc["run"]["settings"] = _settings(args)
     out = report.write_report(doc, args.out, overwrite=args.overwrite)
     if args.json:
@@ -193,6 +200,10 @@ def _run_weights(args: argparse.Namespace) -> int:
                 print(f"  note: {c['vocab_note']}")
             if c.get("adapter"):
                 _print_adapter(c["adapter"])
+                if c.get("base_identity", "same") != "same":
+                    n = c["base_identity_names"]
+                    print(f"  base identity: {c['base_identity']}: the adapter names "
+                          f"{n['adapter_base_model_name_or_path']!r}, the base given is {n['base']!r}")
             if c.get("dtype_differs") and c.get("rounding_floor"):
                 print(f"  dtypes differ: base {doc['base_dtype']}, checkpoint {c['dtype']}; rounding floor "
                       f"‖ΔW‖ = {_fmt(c['rounding_floor']['l2'])} (use --cast to diff at one precision)")

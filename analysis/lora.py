@@ -34,6 +34,20 @@ the merged checkpoint); an adapter whose base does
 not match (a target module absent from the base, a factor whose shape does not fit the base
 weight, a rank that contradicts ``r`` / ``rank_pattern``); a weights file that is missing
 (``adapter_model.bin`` only), truncated or holds unknown tensors.
+
+Base identity (:func:`base_identity`): an adapter of the right shapes may still have been trained
+on another checkpoint of the same architecture, and every number that involves ``W`` is then
+wrong (``modules_to_save`` and DoRA updates, relative norms, the head share). The adapter's ``base_model_name_or_path`` is compared with the base given:
+an existing local directory must be the base (same resolved path, or a copy: the same
+``config.json``, weight files of the same names and sizes, and the same safetensors headers and
+first 4 KiB of every tensor, since two checkpoints of the same shapes have equal sizes); a hub id
+(``Qwen/Qwen2.5-7B``) must match the base's ``config.json`` ``_name_or_path`` or the base
+directory's name (its last one or two path components, a hub cache's ``models--Org--Name``;
+case-insensitive). A different directory, or a base whose ``_name_or_path`` is another hub id, is
+refused unless ``allow_other_base`` (recorded ``"other (allowed)"``); when nothing decides (no
+``base_model_name_or_path``, a base with no matching name and no ``_name_or_path``, a path that
+does not exist here) the adapter is read and the identity recorded ``"unverified"`` with both
+names.
 """
 
 from __future__ import annotations
@@ -50,10 +64,10 @@ import numpy as np
 import torch
 
 from . import spectra
-from .checkpoints import DTYPE_NAMES, FLOAT_DTYPES, Checkpoint, is_conv1d
+from .checkpoints import DTYPE_NAMES, FLOAT_DTYPES, Checkpoint, is_conv1d, resolve_checkpoint_dir
 
 __all__ = ["ADAPTER_CONFIG", "ADAPTER_WEIGHTS", "REFUSED_SETTINGS", "LowRankDelta", "Adapter", "is_adapter_dir",
-           "open_adapter", "pattern_value", "low_rank_spectrum", "low_rank_counts", "low_rank_inner", "stored_norm",
+           "open_adapter", "base_identity", "name_matches", "pattern_value", "low_rank_spectrum", "low_rank_counts", "low_rank_inner", "stored_norm",
            "dora_delta"]
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -172,6 +186,8 @@ class Adapter:
     full: dict[str, str] = field(default_factory=dict)
     bias_deltas: dict[str, tuple[str, float]] = field(default_factory=dict)
     dora: dict[str, str] = field(default_factory=dict)
+    #: :func:`base_identity` of the adapter against the base it was opened with
+    identity: dict[str, Any] = field(default_factory=dict)
 
     def _tensor(self, key: str) -> torch.Tensor:
         from safetensors import safe_open
@@ -219,6 +235,7 @@ class Adapter:
                 "alpha_pattern": c.get("alpha_pattern") or {}, "fan_in_fan_out": bool(c.get("fan_in_fan_out")),
                 "modules_to_save": c.get("modules_to_save"),
                 "base_model_name_or_path": c.get("base_model_name_or_path"),
+                "base_identity": self.identity.get("status"),
                 "use_dora": bool(c.get("use_dora")), "n_dora": len(self.dora),
                 "n_low_rank": len(self.low_rank) - len(self.dora), "n_full": len(self.full),
                 "n_lora_bias": len(self.bias_deltas),
@@ -268,11 +285,161 @@ def _module_of(key: str, suffixes: Sequence[str]) -> str | None:
     return None
 
 
-def open_adapter(path: str | Path, base: Checkpoint, label: str = "checkpoint") -> Adapter:
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?$")
+#: what a weights file of a checkpoint directory is called (compared by name and size)
+_SAMPLE = 4096          # bytes of every tensor compared when a directory may be a copy of the base
+_WEIGHT_FILE = re.compile(r".*\.safetensors$|^model\.safetensors\.index\.json$")
+
+
+def _is_hub_id(name: str) -> bool:
+    """``Org/Name`` or ``name`` (a Hugging Face hub id), not a path that exists here."""
+    return bool(_HUB_ID.match(name)) and not Path(name).expanduser().exists()
+
+
+def _name_parts(name: str) -> list[str]:
+    """The lower-case path components of a name (a hub cache's ``models--Org--Name`` as
+    ``org``, ``name``)."""
+    parts = [x for x in re.split(r"[/\\]+", str(name).strip().lower()) if x not in ("", ".")]
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i].startswith("models--") and len(parts[i]) > len("models--"):
+            return parts[i][len("models--"):].split("--")
+    return parts
+
+
+def name_matches(named: str, other: str, *, both_ids: bool = False) -> bool:
+    """Whether the base ``named`` by an adapter (a hub id or a path) is ``other`` (a base
+    directory or a ``_name_or_path``): the last path components agree, case-insensitive; with
+    ``both_ids`` (two hub ids) the organisations too, where both have one.
+
+    Examples
+    --------
+    >>> name_matches("Qwen/Qwen2.5-7B", "/models/qwen2.5-7b"), name_matches("Qwen/Qwen2.5-7B", "/m/Qwen/Qwen2.5-7B")
+    (True, True)
+    >>> name_matches("Qwen/Qwen2.5-7B", "/hf/hub/models--Qwen--Qwen2.5-7B/snapshots/0a1b2c")
+    True
+    >>> name_matches("Qwen/Qwen2.5-7B", "/models/Qwen2.5-7B-Instruct")
+    False
+    >>> name_matches("Qwen/Qwen2.5-7B", "Other/Qwen2.5-7B", both_ids=True)
+    False
+    >>> name_matches("gpt2", "openai/gpt2", both_ids=True)
+    True
+    """
+    a, b = _name_parts(named), _name_parts(other)
+    if not a or not b:
+        return False
+    if both_ids and len(a) >= 2 and len(b) >= 2:
+        return a[-2:] == b[-2:]
+    return a[-1] == b[-1]
+
+
+def _weight_files(d: Path) -> dict[str, int]:
+    try:
+        return {x.name: x.stat().st_size for x in d.iterdir() if x.is_file() and _WEIGHT_FILE.match(x.name)}
+    except OSError:
+        return {}
+
+
+def _weights_digest(d: Path, files: dict[str, int]) -> str | None:
+    """A digest of the safetensors headers of ``d`` and the first :data:`_SAMPLE` bytes of every
+    tensor (two checkpoints of the same shapes have the same names and sizes: their bytes
+    differ); ``None`` when a file cannot be read."""
+    import hashlib
+    import struct
+
+    h = hashlib.sha256()
+    try:
+        for name in sorted(files):
+            with open(d / name, "rb") as fh:
+                if not name.endswith(".safetensors"):
+                    h.update(fh.read())
+                    continue
+                head = fh.read(8)
+                n = struct.unpack("<Q", head)[0]
+                raw = fh.read(n)
+                h.update(raw)
+                for key, meta in sorted(json.loads(raw).items()):
+                    if key == "__metadata__":
+                        continue
+                    s0, s1 = meta["data_offsets"]
+                    fh.seek(8 + n + s0)
+                    h.update(fh.read(min(s1 - s0, _SAMPLE)))
+    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        return None
+    return h.hexdigest()
+
+
+def _same_checkpoint(d: Path, base: Checkpoint) -> bool:
+    """``d`` is a copy of ``base``: the same ``config.json``, weight files of the same names and
+    sizes, and the same bytes where sampled (:func:`_weights_digest`)."""
+    try:
+        cfg = json.loads((d / "config.json").read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    files, mine = _weight_files(d), _weight_files(Path(base.path))
+    if not files or cfg != base.config or files != mine:
+        return False
+    a = _weights_digest(d, files)
+    return a is not None and a == _weights_digest(Path(base.path), mine)
+
+
+def base_identity(named: Any, base: Checkpoint, base_arg: str | Path | None = None) -> dict[str, Any]:
+    """Whether ``named`` (an adapter's ``base_model_name_or_path``) designates ``base``.
+
+    Returns ``{"status", "adapter_base", "base", "base_name_or_path", "how"}``; ``status`` is
+    ``"same"``, ``"other"`` (a different existing directory; a base whose ``config.json``
+    ``_name_or_path`` is another hub id) or ``"unverified"`` (nothing decides).  ``base_arg``:
+    the base as given (before a verl layout was resolved), whose name is tried too.  See the
+    module docstring.
+    """
+    nop = base.config.get("_name_or_path")
+    nop = nop.strip() if isinstance(nop, str) and nop.strip() else None
+    out: dict[str, Any] = {"status": "unverified", "adapter_base": named, "base": str(base.path),
+                           "base_name_or_path": nop, "how": ""}
+    if not isinstance(named, str) or not named.strip():
+        out["how"] = "adapter_config.json names no base_model_name_or_path"
+        return out
+    named = named.strip()
+    out["adapter_base"] = named
+    p = Path(named).expanduser()
+    if p.is_dir():
+        try:
+            rp = resolve_checkpoint_dir(p)
+        except ValueError:
+            rp = p
+        mine = Path(base.path).resolve()
+        if mine in (p.resolve(), rp.resolve()):
+            out.update(status="same", how="the same directory")
+        elif _same_checkpoint(rp, base):
+            out.update(status="same", how="a copy of the base: the same config.json and weight files (names, sizes, "
+                                           "the first bytes of every tensor)")
+        else:
+            out.update(status="other", how=f"{named!r} is another existing directory (not the base, nor a copy "
+                                           "with the same config.json and weights)")
+        return out
+    if nop is not None and name_matches(named, nop, both_ids=_is_hub_id(named) and _is_hub_id(nop)):
+        out.update(status="same", how="the base's config.json _name_or_path matches")
+        return out
+    for d in [base.path] + ([base_arg] if base_arg is not None else []):
+        if name_matches(named, str(Path(d).expanduser().absolute())):
+            out.update(status="same", how="the base directory's name matches")
+            return out
+    if nop is not None and _is_hub_id(named) and _is_hub_id(nop):
+        out.update(status="other", how=f"the base's config.json _name_or_path is {nop!r}")
+        return out
+    out["how"] = ("no existing directory and no name of the base to compare with" if not _is_hub_id(named)
+                  else "the base directory's name does not match and its config.json has no _name_or_path"
+                  if nop is None else "the base's _name_or_path is not a hub id to compare with")
+    return out
+
+
+def open_adapter(path: str | Path, base: Checkpoint, label: str = "checkpoint", *, allow_other_base: bool = False,
+                 base_arg: str | Path | None = None) -> Adapter:
     """Read and validate a LoRA adapter directory against ``base``; nothing large is read.
 
     Raises ``ValueError`` (message starting with ``label``) naming the file, tensor or
-    setting: see the module docstring.
+    setting: see the module docstring.  An adapter whose ``base_model_name_or_path`` names
+    another base (:func:`base_identity`) is refused unless ``allow_other_base``
+    (``identity["status"]`` is then ``"other (allowed)"``).
     """
     p = Path(path)
     cfg_path = p / ADAPTER_CONFIG
@@ -430,6 +597,17 @@ def open_adapter(path: str | Path, base: Checkpoint, label: str = "checkpoint") 
             raise ValueError(f"{label}: {where(key)} (the embedding peft saves beside an embedding LoRA) differs "
                              f"from base tensor {name!r} in {str(base.path)!r}: the adapter's base is another "
                              f"checkpoint")
+    ad.identity = base_identity(cfg.get("base_model_name_or_path"), base, base_arg)
+    if ad.identity["status"] == "other":
+        if not allow_other_base:
+            i = ad.identity
+            said = f" (its config.json _name_or_path: {i['base_name_or_path']!r})" if i["base_name_or_path"] else ""
+            raise ValueError(f"{label}: adapter {str(p)!r} was trained on base_model_name_or_path "
+                             f"{i['adapter_base']!r} (in {str(cfg_path)!r}) but the base given is {i['base']!r}"
+                             f"{said}: {i['how']}, and the same shapes do not make the same weights (ΔW would be "
+                             f"read against another W); give the adapter's own base, or pass --allow-other-base "
+                             f"(allow_other_base=True) to diff it against this base anyway")
+        ad.identity["status"] = "other (allowed)"
     return ad
 
 

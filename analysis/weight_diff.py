@@ -628,7 +628,8 @@ class _Run:
 
 def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: int = 64,
          layers: str = "all", tokenizer: str | None = None, full_spectrum: bool = False,
-         progress: bool = True, cast: str | None = None, workers: int | None = None) -> dict:
+         progress: bool = True, cast: str | None = None, workers: int | None = None,
+         allow_other_base: bool = False) -> dict:
     """Compare RL checkpoints with their base checkpoint; return the ``report.json`` document.
 
     Parameters
@@ -662,6 +663,10 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         casting alone produces, ‖cast(W → coarser dtype) − W‖ with ``W`` the side stored at
         the finer precision (the base, ‖cast(W_base → other dtype) − W_base‖, when it is the
         finer one), per tensor and overall.
+    allow_other_base : bool
+        Diff a LoRA adapter whose ``base_model_name_or_path`` names another base than ``base``
+        (:func:`analysis.lora.base_identity`; refused by default), recorded as
+        ``"base_identity": "other (allowed)"``.
 
     Returns
     -------
@@ -712,19 +717,23 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     _TIMINGS = dict.fromkeys(PHASES, 0.0)
     try:
         return _diff(t0, base, checkpoints, device=device, top_k=top_k, layers=layers, tokenizer=tokenizer,
-                     full_spectrum=full_spectrum, progress=progress, cast=cast, workers=workers)
+                     full_spectrum=full_spectrum, progress=progress, cast=cast, workers=workers,
+                     allow_other_base=allow_other_base)
     finally:
         _TIMINGS = None
 
 
 def _diff(t0: float, base: str, checkpoints: Sequence[str], *, device: str, top_k: int, layers: str,
-          tokenizer: str | None, full_spectrum: bool, progress: bool, cast: str | None, workers: int) -> dict:
+          tokenizer: str | None, full_spectrum: bool, progress: bool, cast: str | None, workers: int,
+          allow_other_base: bool = False) -> dict:
     """The body of :func:`diff` (which times its phases)."""
     paths, top_k = _check_args(base, checkpoints, top_k, layers, tokenizer, full_spectrum, progress, cast)
+    if not isinstance(allow_other_base, bool):
+        raise ValueError(f"allow_other_base must be True or False, got {allow_other_base!r}")
     dev = resolve_device(device)
     ops = _Ops(dev, cast)
     b = open_checkpoint(base, "base")
-    adapters = _open_adapters(b, paths, cast)   # LoRA adapter directories (all or none)
+    adapters = _open_adapters(b, paths, cast, allow_other_base, base)   # LoRA adapter directories (all or none)
     cks = adapters or [open_checkpoint(p, f"checkpoints[{i}]") for i, p in enumerate(paths)]
     all_pairs = []
     skipped: list[str] = []
@@ -857,13 +866,15 @@ def _diff(t0: float, base: str, checkpoints: Sequence[str], *, device: str, top_
     }
     if adapters:
         _adapter_notes(doc, adapters)
+        doc["settings"]["allow_other_base"] = allow_other_base
     if _TIMINGS is not None:
         _TIMINGS["finish"] += time.perf_counter() - tfin
         doc["timings_s"] = dict(_TIMINGS)
     doc["timing_s"] = time.perf_counter() - t0
     doc["run"] = run_metadata({"base": str(base), "checkpoints": paths, "device": str(device), "top_k": top_k,
                                "layers": layers, "tokenizer": None if tokenizer is None else str(tokenizer),
-                               "full_spectrum": bool(full_spectrum), "cast": cast}, seed=None,
+                               "full_spectrum": bool(full_spectrum), "cast": cast,
+                               "allow_other_base": allow_other_base}, seed=None,
                               device=doc["device"])
     return doc
 
@@ -876,9 +887,11 @@ def _is_adapter(path: str) -> bool:
         and not (p / "model.safetensors.index.json").is_file()
 
 
-def _open_adapters(b: Checkpoint, paths: list[str], cast: str | None) -> list[lora.Adapter]:
-    """The adapters of ``paths`` validated against ``b`` (:func:`analysis.lora.open_adapter`), or ``[]``
-    when none is an adapter directory; adapters and full checkpoints are not mixed in one diff."""
+def _open_adapters(b: Checkpoint, paths: list[str], cast: str | None, allow_other_base: bool = False,
+                   base_arg: str | None = None) -> list[lora.Adapter]:
+    """The adapters of ``paths`` validated against ``b`` (:func:`analysis.lora.open_adapter`, which
+    also checks each adapter's ``base_model_name_or_path`` against ``b``), or ``[]`` when none is an
+    adapter directory; adapters and full checkpoints are not mixed in one diff."""
     flags = [_is_adapter(p) for p in paths]
     if not any(flags):
         return []
@@ -889,7 +902,8 @@ def _open_adapters(b: Checkpoint, paths: list[str], cast: str | None) -> list[lo
     if cast is not None:
         raise ValueError(f"cast: {cast!r} applies to two stored checkpoints; a LoRA adapter's ΔW = s·B·A is "
                          f"measured exactly from its factors (leave cast unset)")
-    return [lora.open_adapter(p, b, f"checkpoints[{i}]") for i, p in enumerate(paths)]
+    return [lora.open_adapter(p, b, f"checkpoints[{i}]", allow_other_base=allow_other_base, base_arg=base_arg)
+            for i, p in enumerate(paths)]
 
 
 def _adapter_dense(a: lora.Adapter, b: Checkpoint, name: str, B: Any, ops: _Ops) -> Any:
@@ -1013,6 +1027,17 @@ def _adapter_notes(doc: dict[str, Any], adapters: list[lora.Adapter]) -> None:
     doc["settings"]["adapters"] = True
     for c, a in zip(doc["checkpoints"], adapters):
         c["adapter"] = a.summary()
+        i = a.identity
+        c["base_identity"] = i["status"]
+        c["base_identity_names"] = {"adapter_base_model_name_or_path": i["adapter_base"], "base": i["base"],
+                                    "base_name_or_path": i["base_name_or_path"], "how": i["how"]}
+        if i["status"] != "same":
+            c["notes"].append(
+                f"base identity: {i['status']}: the adapter names base {i['adapter_base']!r}, the base given is "
+                f"{i['base']!r}" + (f" (config.json _name_or_path {i['base_name_or_path']!r})"
+                                     if i["base_name_or_path"] else "") + f": {i['how']}"
+                + (" (--allow-other-base): ΔW is read against another W than the adapter was trained on"
+                   if i["status"] == "other (allowed)" else ""))
         c["dtype_differs"] = False
         ranks = ", ".join(str(x) for x in c["adapter"]["ranks"]) or "—"
         c["notes"].append(

@@ -7,6 +7,7 @@ report, and the CLI on an adapter directory."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -36,6 +37,9 @@ CONFIGS = {
     "gpt2_dora": ("gpt2", dict(target_modules=["c_attn", "c_fc"], r=2, lora_alpha=4, fan_in_fan_out=True,
                                use_dora=True)),
 }
+#: adapters of the base-identity tests (not in the merged-diff comparison): the head trained whole
+EXTRA = {"qwen2_head": ("qwen2", dict(target_modules=["q_proj", "v_proj"], r=4, lora_alpha=8,
+                                      modules_to_save=["lm_head"]))}
 
 
 def _base(arch: str) -> Path:
@@ -48,7 +52,7 @@ def _adapter(name: str) -> tuple[Path, Path, Path]:
         from peft import LoraConfig, get_peft_model
         from transformers import AutoModelForCausalLM
 
-        arch, kw = CONFIGS[name]
+        arch, kw = {**CONFIGS, **EXTRA}[name]
         base = _base(arch)
         torch.manual_seed(7)
         model = AutoModelForCausalLM.from_pretrained(base)
@@ -268,3 +272,120 @@ def test_cli_bad_adapter_writes_nothing(tmp_path, capsys):
     assert main([str(base), str(ad), "--out", str(out), "--quiet"]) == 2
     assert "peft_type 'IA3'" in capsys.readouterr().err
     assert not out.exists()
+
+
+# ------------------------------------------------------------ base identity
+def _other_base(tmp_path: Path) -> Path:
+    """A second tiny Qwen2 of the same shapes as :func:`_base` but other weights."""
+    return tc.build(tmp_path / "other-base", "qwen2", layers=2, seed=4)
+
+
+def _base_copy(tmp_path: Path, *parts: str, name_or_path: str | None = None) -> Path:
+    """A copy of the Qwen2 base at ``tmp_path/parts``, its config.json's ``_name_or_path`` set if given."""
+    d = Path(shutil.copytree(_base("qwen2"), tmp_path.joinpath(*parts)))
+    if name_or_path is not None:
+        cfg = json.loads((d / "config.json").read_text())
+        cfg["_name_or_path"] = name_or_path
+        (d / "config.json").write_text(json.dumps(cfg))
+    return d
+
+
+def test_adapter_of_same_shaped_other_base_refused(tmp_path):
+    """The user's trial: an adapter diffed against a base of the same shapes that is not its
+    ``base_model_name_or_path`` was accepted silently, with another head share; now refused,
+    naming the argument, both bases and the option."""
+    base, ad, _ = _adapter("qwen2_head")
+    other = _other_base(tmp_path)
+    assert json.loads((ad / "adapter_config.json").read_text())["base_model_name_or_path"] == str(base)
+    with pytest.raises(ValueError, match=r"^checkpoints\[0\]: adapter .* was trained on base_model_name_or_path "
+                                         + re.escape(repr(str(base))) + r" .* the base given is "
+                                         + re.escape(repr(str(other))) + r".* another existing directory.* "
+                                         r"--allow-other-base \(allow_other_base=True\)"):
+        weight_diff.diff(str(other), [str(ad)], device="cpu", progress=False, layers="head")
+
+
+def test_other_base_allowed_and_recorded(tmp_path, capsys):
+    base, ad, _ = _adapter("qwen2_head")
+    other = _other_base(tmp_path)
+    own = weight_diff.diff(str(base), [str(ad)], device="cpu", progress=False, layers="head")["checkpoints"][0]
+    assert own["base_identity"] == "same" and own["base_identity_names"]["how"] == "the same directory"
+    doc = weight_diff.diff(str(other), [str(ad)], device="cpu", progress=False, layers="head", allow_other_base=True)
+    c = doc["checkpoints"][0]
+    assert c["base_identity"] == "other (allowed)" and c["adapter"]["base_identity"] == "other (allowed)"
+    assert c["base_identity_names"]["adapter_base_model_name_or_path"] == str(base)
+    assert c["base_identity_names"]["base"] == str(other) and doc["settings"]["allow_other_base"] is True
+    assert any(n.startswith("base identity: other (allowed)") for n in c["notes"])
+    assert c["output_head"]["l2_share"] != pytest.approx(own["output_head"]["l2_share"])   # what was silent
+    with pytest.raises(ValueError, match=r"^allow_other_base must be True or False"):
+        weight_diff.diff(str(other), [str(ad)], device="cpu", progress=False, allow_other_base="yes")
+    # the CLI: refused by default (exit 2, both names, the flag; nothing written), accepted with the flag
+    out = tmp_path / "rep"
+    assert main(["weights", str(other), str(ad), "--out", str(out), "--device", "cpu", "--layers", "head",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoints[0]" in err and str(base) in err and str(other) in err and "--allow-other-base" in err
+    assert not out.exists()
+    assert main(["weights", str(other), str(ad), "--out", str(out), "--device", "cpu", "--layers", "head",
+                 "--allow-other-base"]) == 0
+    assert "base identity: other (allowed)" in capsys.readouterr().out
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["checkpoints"][0]["base_identity"] == "other (allowed)"
+    assert rep["run"]["settings"]["allow_other_base"] is True
+    md = (out / "report.md").read_text()
+    assert "base identity: other (allowed)" in md and str(base) in md and str(other) in md
+
+
+def test_base_identity_by_path(tmp_path):
+    base, ad = _copy_adapter(tmp_path, "qwen2_head")
+    b = weight_diff.open_checkpoint(base, "base")
+    (tmp_path / "link").symlink_to(base)           # another spelling of the same directory
+    _edit_config(ad, base_model_name_or_path=str(tmp_path / "link"))
+    assert lora.open_adapter(ad, b, "checkpoints[0]").identity["status"] == "same"
+    _edit_config(ad, base_model_name_or_path=str(_base_copy(tmp_path, "copy")))   # a copy of the base
+    i = lora.open_adapter(ad, b, "checkpoints[0]").identity
+    assert i["status"] == "same" and "copy" in i["how"]
+    other = _base_copy(tmp_path, "edited")           # same files, another config.json: another base
+    (other / "config.json").write_text(json.dumps(dict(b.config, rms_norm_eps=1e-5)))
+    _edit_config(ad, base_model_name_or_path=str(other))
+    with pytest.raises(ValueError, match=r"^checkpoints\[0\]: adapter .* another existing directory"):
+        lora.open_adapter(ad, b, "checkpoints[0]")
+
+
+def test_base_identity_by_name(tmp_path):
+    _, ad = _copy_adapter(tmp_path, "qwen2_head")
+    _edit_config(ad, base_model_name_or_path="Qwen/Qwen2.5-7B")
+
+    def status(d: Path) -> dict:
+        return lora.open_adapter(ad, weight_diff.open_checkpoint(d, "base"), "checkpoints[0]").identity
+
+    i = status(_base_copy(tmp_path, "sft", name_or_path="Qwen/Qwen2.5-7B"))           # config.json _name_or_path
+    assert i["status"] == "same" and "_name_or_path" in i["how"]
+    assert status(_base_copy(tmp_path, "hub", "Qwen", "Qwen2.5-7B"))["status"] == "same"    # directory name
+    assert status(_base_copy(tmp_path, "qwen2.5-7b"))["status"] == "same"                  # case-insensitive
+    d = _base_copy(tmp_path, "instruct", name_or_path="Qwen/Qwen2.5-7B-Instruct")         # another hub id
+    with pytest.raises(ValueError, match=r"^checkpoints\[0\]: adapter .* 'Qwen/Qwen2.5-7B' .* the base given is "
+                                         r".*instruct.* _name_or_path: 'Qwen/Qwen2.5-7B-Instruct'.*--allow-other-base"):
+        status(d)
+    i = lora.open_adapter(ad, weight_diff.open_checkpoint(d, "base"), "checkpoints[0]", allow_other_base=True).identity
+    assert i["status"] == "other (allowed)"
+
+
+def test_base_identity_unverified_recorded(tmp_path):
+    base, ad = _copy_adapter(tmp_path, "qwen2_head")
+    b = weight_diff.open_checkpoint(base, "base")
+    _edit_config(ad, base_model_name_or_path="Qwen/Qwen2.5-7B")    # base dir 'lora_base_qwen2', no _name_or_path
+    i = lora.open_adapter(ad, b, "checkpoints[0]").identity
+    assert i["status"] == "unverified" and i["adapter_base"] == "Qwen/Qwen2.5-7B" and i["base"] == str(base)
+    _edit_config(ad, base_model_name_or_path="/elsewhere/checkpoints/sft-final")   # a path not on this machine
+    assert lora.open_adapter(ad, b, "checkpoints[0]").identity["status"] == "unverified"
+    f = ad / "adapter_config.json"
+    cfg = json.loads(f.read_text())
+    del cfg["base_model_name_or_path"]
+    f.write_text(json.dumps(cfg))
+    out = tmp_path / "rep"
+    assert main(["weights", str(base), str(ad), "--out", str(out), "--device", "cpu", "--layers", "head",
+                 "--quiet"]) == 0
+    c = json.loads((out / "report.json").read_text())["checkpoints"][0]
+    assert c["base_identity"] == "unverified" and c["base_identity_names"]["adapter_base_model_name_or_path"] is None
+    assert "names no base_model_name_or_path" in c["base_identity_names"]["how"]
+    assert "base identity: unverified" in (out / "report.md").read_text()

@@ -2,9 +2,10 @@
 report appears whole or not at all, a write the system refuses is one line and exit 1, and
 inputs that are not what they claim are refused naming the file.
 
-CLI cases run the real console script (``.venv/bin/rlvr-diff``, else ``python -m analysis``)
-in a temporary directory; faults that need a patch (read-only place, full disk) run
-``main()`` in-process."""
+CLI cases run ``diff_cli.main(argv)`` in-process (:func:`run_in_process`: the code the console
+script runs before ``sys.exit``, its output captured), as do the faults that need a patch
+(read-only place, full disk); a write to a full standard output runs the real console script
+(``.venv/bin/rlvr-diff``, else ``python -m analysis``) in a subprocess."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 
 from analysis import diff_cli, hidden_states, io, weight_diff
 from tests.analysis import tiny_checkpoints as tc
+from tests.in_process import run_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 _SCRIPT = Path(sys.executable).with_name("rlvr-diff")
@@ -56,17 +58,17 @@ def no_work(monkeypatch):
 
 # ------------------------------------------------------- --out, before any work
 @pytest.mark.parametrize("sub", ["weights", "hidden-states"])
-def test_out_that_is_a_file_or_under_a_file_is_refused_before_reading_anything(tmp_path, sub):
+def test_out_that_is_a_file_or_under_a_file_is_refused_before_reading_anything(tmp_path, no_work, sub):
     """The checkpoints do not even exist: the --out error comes first (nothing is read)."""
     f = tmp_path / "notes.txt"
     f.write_text("mine")
     head = ["hidden-states", tmp_path / "nock", "--rollouts", tmp_path / "no.jsonl"] if sub == "hidden-states" \
         else [tmp_path / "nobase", tmp_path / "nork"]
-    p = rlvr_diff(*head, "--out", f)
+    p = run_in_process(diff_cli.main, *head, "--out", f)
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr == f"rlvr-diff: error: --out: {str(f)!r} is an existing file; give a directory path\n"
     assert f.read_text() == "mine"
-    p = rlvr_diff(*head, "--out", f / "rep")
+    p = run_in_process(diff_cli.main, *head, "--out", f / "rep")
     assert p.returncode == 2
     assert p.stderr == f"rlvr-diff: error: --out: {str(f / 'rep')!r} lies under the file {str(f)!r}\n"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["notes.txt"]
@@ -112,13 +114,13 @@ def test_overwrite_accepts_a_foreign_directory_and_a_previous_report_is_replaced
     out = tmp_path / "rep"
     out.mkdir()
     (out / "old.txt").write_text("foreign")
-    p = rlvr_diff(base, rl, "--out", out, "--layers", "head", "--quiet", "--overwrite")
+    p = run_in_process(diff_cli.main, base, rl, "--out", out, "--layers", "head", "--quiet", "--overwrite")
     assert p.returncode == 0, p.stderr
     assert (out / "report.json").is_file() and not (out / "old.txt").exists()     # replaced whole
     first = json.loads((out / "report.json").read_text())
     assert "overwrite" not in first["run"]["settings"]
     (out / "report.md").write_text("stale")
-    p = rlvr_diff(base, rl, "--out", out, "--layers", "head", "--quiet")            # our report: no flag needed
+    p = run_in_process(diff_cli.main, base, rl, "--out", out, "--layers", "head", "--quiet")  # our report: no flag needed
     assert p.returncode == 0, p.stderr
     assert (out / "report.md").read_text() != "stale"
     assert siblings(tmp_path) == []
@@ -193,8 +195,8 @@ def test_json_to_a_full_stdout_is_one_line_exit_1(tmp_path):
 
 # -------------------------------------------------- inputs that are not what they claim
 def _hs(tmp_path: Path, rollouts_file: Path, *extra: str) -> tuple[int, str]:
-    proc = rlvr_diff("hidden-states", tc.qwen2_base(), "--rollouts", rollouts_file,
-                     "--out", tmp_path / "hs", "--quiet", *extra)
+    proc = run_in_process(diff_cli.main, "hidden-states", tc.qwen2_base(), "--rollouts", rollouts_file,
+                          "--out", tmp_path / "hs", "--quiet", *extra)
     assert not (tmp_path / "hs").exists()
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     return proc.returncode, proc.stderr
@@ -242,7 +244,8 @@ def test_corrupt_checkpoint_for_hidden_states_is_refused_naming_the_file(tmp_pat
     ck = tc.copy(tc.qwen2_base(), tmp_path / "ck")
     st = next(ck.glob("*.safetensors"))
     st.write_bytes(st.read_bytes()[: st.stat().st_size // 2])               # truncated
-    proc = rlvr_diff("hidden-states", ck, "--rollouts", rollouts(tmp_path / "r.jsonl"), "--out", tmp_path / "hs")
+    proc = run_in_process(diff_cli.main, "hidden-states", ck, "--rollouts", rollouts(tmp_path / "r.jsonl"),
+                          "--out", tmp_path / "hs")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("rlvr-diff: error: ") and str(st) in proc.stderr, proc.stderr
     assert not (tmp_path / "hs").exists()

@@ -1,8 +1,10 @@
 """rlvr-figures under faults: --out and --doc are checked before any figure is made, unknown
 names leave nothing behind, and a write the system refuses is one line and exit 1.
 
-CLI cases run the real console script (``.venv/bin/rlvr-figures``, else ``python -m
-figures``); faults that need a patch (read-only place, full disk) run ``main()`` in-process."""
+CLI cases run ``cli.main(argv)`` in-process (:func:`run_in_process`: the code the console script
+runs before ``sys.exit``, its output captured), as do the faults that need a patch (read-only
+place, full disk); a write to a full standard output runs the real console script
+(``.venv/bin/rlvr-figures``, else ``python -m figures``) in a subprocess."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 from analysis import io
 from figures import cli, registry
 from figures.registry import Claim, FigureSpec
+from tests.in_process import run_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 _SCRIPT = Path(sys.executable).with_name("rlvr-figures")
@@ -45,26 +48,26 @@ def no_work(monkeypatch):
     monkeypatch.setattr(registry, "make", boom)
 
 
-def test_make_out_that_is_a_file_or_under_a_file_is_refused_before_work(tmp_path):
+def test_make_out_that_is_a_file_or_under_a_file_is_refused_before_work(tmp_path, no_work):
     f = tmp_path / "notes.txt"
     f.write_text("mine")
-    p = rlvr_figures("make", "agrae_fig6", "--out", f)
+    p = run_in_process(cli.main, "make", "agrae_fig6", "--out", f)
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr == f"rlvr-figures: error: --out: {str(f)!r} is an existing file; give a directory path\n"
-    p = rlvr_figures("make", "agrae_fig6", "--out", f / "figs")
+    p = run_in_process(cli.main, "make", "agrae_fig6", "--out", f / "figs")
     assert p.returncode == 2
     assert p.stderr == f"rlvr-figures: error: --out: {str(f / 'figs')!r} lies under the file {str(f)!r}\n"
     assert sorted(x.name for x in tmp_path.iterdir()) == ["notes.txt"] and f.read_text() == "mine"
 
 
-def test_check_doc_that_is_a_directory_or_under_a_file_is_refused_before_work(tmp_path):
+def test_check_doc_that_is_a_directory_or_under_a_file_is_refused_before_work(tmp_path, no_work):
     f = tmp_path / "notes.txt"
     f.write_text("mine")
     out = tmp_path / "figs"
-    p = rlvr_figures("check", "agrae_fig6", "--out", out, "--doc", tmp_path)
+    p = run_in_process(cli.main, "check", "agrae_fig6", "--out", out, "--doc", tmp_path)
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr == f"rlvr-figures: error: --doc: {str(tmp_path)!r} is an existing directory; give a file path\n"
-    p = rlvr_figures("check", "agrae_fig6", "--out", out, "--doc", f / "r.md")
+    p = run_in_process(cli.main, "check", "agrae_fig6", "--out", out, "--doc", f / "r.md")
     assert p.returncode == 2
     assert p.stderr == f"rlvr-figures: error: --doc: {str(f / 'r.md')!r} lies under the file {str(f)!r}\n"
     assert not out.exists()

@@ -35,7 +35,13 @@ def test_committed_without_outputs_and_in_sync_with_the_builder(path):
     assert [c.source for c in nb.cells] == [c.source for c in built.cells], "run notebooks/_build.py"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+#: notebooks that train and diff (SFT and two GRPO runs) or build and audit logs: 30-45 s each on
+#: 2 cores, executed by `make test-slow` (and CI); the others by the fast suite
+LONG = {"03_checkpoint_diff", "04_audit_a_run"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in LONG else p
+                                  for p in NOTEBOOKS], ids=lambda p: p.stem)
 def test_notebook_executes(path, tmp_path):
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=240, kernel_name="python3",

@@ -1,6 +1,10 @@
 """Reliability of the theory layer: scale limits that are computed (exact masses in O(G) per p up
 to G = 2**20), extreme but finite reward values, inputs that are not what they claim (text,
-complex, bool where a number is expected), and the CLI's one-line refusals (full device, G = 10**6)."""
+complex, bool where a number is expected), and the CLI's one-line refusals (full device, G = 10**6).
+
+CLI cases run ``cli.main(argv)`` in this process (:func:`run_in_process`: the code the console
+script runs before ``sys.exit``, its output captured); a write to a full standard output runs the
+real console script (:func:`_console`)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rlvr_theory import advantages, masses, runner, tail_miss, variance
+from rlvr_theory import advantages, cli, masses, runner, tail_miss, variance
+from tests.in_process import run_in_process
 from tests.rlvr_theory.test_advantages import Halved  # a family registered by a user
 
 ALL = advantages.names()
@@ -249,13 +254,15 @@ def test_proportional_families_compute_finite_results_or_refuse_with_the_usable_
 
 @pytest.mark.parametrize("rv", [("-1e308", "1e308"), ("0", "5e-324")])
 def test_cli_masses_at_extreme_reward_values(rv):
-    res = _console("masses", "--advantage", "grpo", "--reward-values", *rv, "--p", "0.3", "--G", "8", "--json")
+    res = run_in_process(cli.main, "masses", "--advantage", "grpo", "--reward-values", *rv, "--p", "0.3", "--G", "8",
+                         "--json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    ref = json.loads(_console("masses", "--advantage", "grpo", "--p", "0.3", "--G", "8", "--json").stdout)
+    ref = json.loads(run_in_process(cli.main, "masses", "--advantage", "grpo", "--p", "0.3", "--G", "8",
+                                    "--json").stdout)
     assert out["exact"] == ref["exact"] and out["closed_form"] == ref["closed_form"]
     assert "finite" not in res.stderr
-    res = _console("masses", "--advantage", "skew_r", "--reward-values", *rv, "--p", "0.3")
+    res = run_in_process(cli.main, "masses", "--advantage", "skew_r", "--reward-values", *rv, "--p", "0.3")
     if rv[0] == "-1e308":
         assert res.returncode == 2 and res.stderr.startswith("rlvr-theory: error: --reward-values: ")
         assert "R_c − R_w <=" in res.stderr and "Traceback" not in res.stderr and res.stderr.count("\n") == 1
@@ -265,26 +272,31 @@ def test_cli_masses_at_extreme_reward_values(rv):
 
 # ------------------------------------------------------------ huge G on the CLI
 def test_cli_masses_and_table_at_G_one_million():
-    res = _console("masses", "--advantage", "passk_chen", "--p", "0.3", "--G", "1000000", "--json")
+    res = run_in_process(cli.main, "masses", "--advantage", "passk_chen", "--p", "0.3", "--G", "1000000", "--json")
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     cf = masses.closed_form("passk_chen", 0.3)
     assert out["exact"]["m_S"] == pytest.approx(float(cf.m_S), rel=8e-6)  # O(1/G)
-    res = _console("table", "--advantage", "grpo", "--advantage", "reinforce_pp", "--p", "0.3", "--G", "1000000",
-                   "--format", "csv")
+    res = run_in_process(cli.main, "table", "--advantage", "grpo", "--advantage", "reinforce_pp", "--p", "0.3",
+                         "--G", "1000000", "--format", "csv")
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("\n") == 3 and "Traceback" not in res.stderr
 
 
 def test_cli_refuses_a_dense_family_beyond_its_limit_in_one_line():
-    code = ("import sympy; from rlvr_theory import advantages, cli\n"
-            "class H(advantages.Advantage):\n"
-            "    name = 'test_dense'\n"
-            "    def _compute(self, g, lengths): return g.grpo()\n"
-            "    def _closed_form(self, k, d): return sympy.Integer(1), sympy.Integer(1)\n"
-            "advantages.register(H)\n"
-            "raise SystemExit(cli.main(['masses', '--advantage', 'test_dense', '--p', '0.3', '--G', '1000000']))\n")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    import sympy
+
+    class H(advantages.Advantage):
+        name = "test_dense"
+
+        def _compute(self, g, lengths):
+            return g.grpo()
+
+        def _closed_form(self, k, d):
+            return sympy.Integer(1), sympy.Integer(1)
+
+    with advantages.registered(H):  # registered for this command only
+        res = run_in_process(cli.main, "masses", "--advantage", "test_dense", "--p", "0.3", "--G", "1000000")
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr == (f"rlvr-theory: error: --G = 1000000 is too large for advantages.get('test_dense'): a family "
                           f"that is not compressible (Advantage.compressible) is evaluated on the G + 1 groups of G "

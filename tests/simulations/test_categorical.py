@@ -10,8 +10,6 @@ torch engine); the regimes of F-GRPO Fig. 4.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -23,6 +21,7 @@ from rlvr_theory import advantages
 from rlvr_theory import categorical as cat
 from rlvr_theory import entropy as ent
 from simulations import categorical as sc
+from tests.in_process import run_in_process
 
 
 # ------------------------------------------------------------------ sampling
@@ -205,10 +204,13 @@ def test_bad_config(kw, word):
 
 
 def test_cli_writes_outputs(tmp_path):
+    """``rlvr-sim categorical`` as ``main(argv)`` in this process (``python -m simulations`` itself:
+    tests/simulations/test_cli.py)."""
+    from simulations import cli
+
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "simulations", "categorical", "--preset", "fgrpo-fig4-small",
-                        "--steps", "3", "--N", "4", "16", "--gamma", "0", "1", "--seeds", "1", "--quiet",
-                        "--device", "cpu", "--out", str(out)], capture_output=True, text=True)
+    r = run_in_process(cli.main, "categorical", "--preset", "fgrpo-fig4-small", "--steps", "3", "--N", "4", "16",
+                       "--gamma", "0", "1", "--seeds", "1", "--quiet", "--device", "cpu", "--out", str(out))
     assert r.returncode == 0, r.stderr
     final = pd.read_csv(out / "final.csv")
     traj = pd.read_csv(out / "trajectory.csv")
@@ -217,8 +219,7 @@ def test_cli_writes_outputs(tmp_path):
     meta = json.loads((out / "config.json").read_text())
     assert meta["device"] == "cpu" and meta["config"]["steps"] == 3
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
-    bad = subprocess.run([sys.executable, "-m", "simulations", "categorical", "--preset", "nope", "--quiet",
-                          "--out", str(tmp_path / "x")], capture_output=True, text=True)
+    bad = run_in_process(cli.main, "categorical", "--preset", "nope", "--quiet", "--out", str(tmp_path / "x"))
     assert bad.returncode == 2 and "preset must be one of" in bad.stderr
 
 

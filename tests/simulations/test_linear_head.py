@@ -313,6 +313,7 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, argv, word):
 
 
 # ------------------------------------------------------------------ figures
+@pytest.mark.slow  # four simulation figures (20-25 s); `make figures` makes and checks them all
 def test_linear_head_figures_are_made_and_their_claims_hold(tmp_path):
     import figures
 

@@ -1,5 +1,9 @@
 """``rlvr-sim``: faults refused before any work, outputs written all at once, computed limits,
-no NaN out of a diverging run (every subcommand: categorical, toys, linear-head)."""
+no NaN out of a diverging run (every subcommand: categorical, toys, linear-head).
+
+The commands run as ``cli.main(argv)`` in this process (:func:`run_in_process`: the code the
+console script runs before ``sys.exit``, its output captured); what needs a process of its own
+runs one: a full standard output (the real console script), a run killed by SIGKILL."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import torch
 from simulations import categorical as sc
 from simulations import cli
 from simulations import linear_head as lh
+from tests.in_process import run_in_process
 
 #: fast arguments of each subcommand (a run of a few steps)
 FAST = {
@@ -29,13 +34,6 @@ FAST = {
     "linear-head": ["linear-head", "--preset", "toy-small", "--steps", "2", "--seeds", "1", "--quiet"],
 }
 FILES = ["config.json", "final.csv", "trajectory.csv"]
-
-
-def rlvr_sim(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """The real console script (``python -m simulations`` where it is not installed)."""
-    exe = Path(sys.executable).parent / "rlvr-sim"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "simulations"]
-    return subprocess.run(cmd + list(args), capture_output=True, text=True, cwd=cwd, timeout=300)
 
 
 def one_error_line(stderr: str) -> str:
@@ -60,9 +58,9 @@ def test_out_that_is_a_file_or_lies_under_a_file_is_refused_before_work(tmp_path
 def test_out_checks_through_the_console_script(tmp_path):
     f = tmp_path / "notes.txt"
     f.write_text("mine")
-    r = rlvr_sim(*FAST["categorical"], "--out", str(f))
+    r = run_in_process(cli.main, *FAST["categorical"], "--out", str(f))
     assert r.returncode == 2 and "--out: " in one_error_line(r.stderr) and "is an existing file" in r.stderr
-    r = rlvr_sim(*FAST["linear-head"], "--out", str(f / "sub" / "run"))
+    r = run_in_process(cli.main, *FAST["linear-head"], "--out", str(f / "sub" / "run"))
     assert r.returncode == 2 and "lies under the file" in one_error_line(r.stderr)
     assert f.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
@@ -88,10 +86,10 @@ def test_foreign_directory_refused_then_replaced_with_overwrite(tmp_path):
     out = tmp_path / "o"
     out.mkdir()
     (out / "thesis.tex").write_text("precious")
-    r = rlvr_sim(*FAST["toys"], "--out", str(out))
+    r = run_in_process(cli.main, *FAST["toys"], "--out", str(out))
     assert r.returncode == 2 and "--overwrite" in one_error_line(r.stderr) and "not empty" in r.stderr
     assert [p.name for p in out.iterdir()] == ["thesis.tex"]
-    r = rlvr_sim(*FAST["toys"], "--out", str(out), "--overwrite")
+    r = run_in_process(cli.main, *FAST["toys"], "--out", str(out), "--overwrite")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.iterdir()) == FILES  # the whole directory is the new output
     assert [p.name for p in tmp_path.iterdir()] == ["o"]  # no temporary sibling left
@@ -179,7 +177,7 @@ def test_requests_that_cannot_fit_are_refused_before_work(tmp_path, args, expect
 
 def test_scale_limits_through_the_console_script(tmp_path):
     for n in ("1000000000000", str(2 ** 63)):
-        r = rlvr_sim("categorical", "--N", n, "--device", "cpu", "--out", str(tmp_path / "o"))
+        r = run_in_process(cli.main, "categorical", "--N", n, "--device", "cpu", "--out", str(tmp_path / "o"))
         assert r.returncode == 2, r.stderr
         line = one_error_line(r.stderr)
         assert "needs about" in line or "<= 9223372036854775806" in line
@@ -218,7 +216,7 @@ def test_bad_counts_are_refused_with_the_argument_named(tmp_path, args, expect, 
     ("population-small", ["--optimizer", "adamw", "--lr", "1e3", "--steps", "400"], None),
 ])
 def test_a_diverging_linear_head_run_stops_with_the_step_and_lr_and_writes_nothing(tmp_path, preset, args, step):
-    r = rlvr_sim("linear-head", "--preset", preset, *args, "--out", str(tmp_path / "o"), "--quiet")
+    r = run_in_process(cli.main, "linear-head", "--preset", preset, *args, "--out", str(tmp_path / "o"), "--quiet")
     assert r.returncode == 2
     line = one_error_line(r.stderr)
     assert line.startswith("rlvr-sim: error: --lr = ") and "makes the run diverge" in line
@@ -282,7 +280,7 @@ def test_empty_out_and_a_full_stdout(tmp_path, capsys):
 
 def test_no_stray_files_in_the_working_directory(tmp_path):
     """A relative --out: the temporary sibling lives beside it and is gone after the run."""
-    r = rlvr_sim(*FAST["linear-head"], "--out", "run", cwd=tmp_path)
+    r = run_in_process(cli.main, *FAST["linear-head"], "--out", "run", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["run"]
     assert sorted(os.listdir(tmp_path / "run")) == FILES

@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from simulations.grpo import checkpoint as ck
 from simulations.grpo import cli, models
+from tests.in_process import run_in_process
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = ["--steps", "2", "--batch-size", "2", "--group-size", "2", "--checkpoint-every", "1", "--threads", "1",
@@ -345,7 +346,8 @@ def test_eval_that_cannot_fit_is_refused(base, capsys):
 
 # ------------------------------------------------------------------ the installed console script
 def test_console_script(base, tmp_path):
-    """The real ``rlvr-train``: a truncated --init, and --resume of a directory that does not exist."""
+    """The real ``rlvr-train``: a truncated --init; and (in process) --resume of a directory that
+    does not exist."""
     exe = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "rlvr-train"
     if not exe.exists():
         exe = ROOT / ".venv" / "bin" / "rlvr-train"
@@ -353,11 +355,14 @@ def test_console_script(base, tmp_path):
         pytest.skip("rlvr-train is not installed")
     init = _copy(base, tmp_path / "init")
     _truncate(init)
-    for argv, start in [(["grpo", "--init", str(init), "--out", str(tmp_path / "run"), *RUN], "--init: file "),
-                        (["grpo", "--out", str(tmp_path / "typo"), "--resume"], "--out: ")]:
-        proc = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-        assert proc.returncode == 2 and proc.stderr.startswith(f"rlvr-train: error: {start}"), proc.stderr
-        assert "Traceback" not in proc.stderr
+    argv = ["grpo", "--init", str(init), "--out", str(tmp_path / "run"), *RUN]
+    proc = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("rlvr-train: error: --init: file "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    # the same code without a new interpreter (tests/in_process.py): --resume of a missing directory
+    proc = run_in_process(cli.main, "grpo", "--out", tmp_path / "typo", "--resume", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("rlvr-train: error: --out: "), proc.stderr
+    assert "Traceback" not in proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["init"]
 
 

@@ -322,6 +322,7 @@ def test_sweep_trains_every_run_and_tabulates_the_head(base, tmp_path):
 
 
 # ---------------------------------------------------------------- end to end, and a real crash (slow)
+@pytest.mark.slow  # SFT, two GRPO runs, eval and diff: 25-40 s on 2 cores
 def test_rl_raises_heldout_pass_at_1_over_sft(tmp_path):
     """The full tiny-cpu path: SFT to solve rate 0.3, two GRPO runs, eval, diff (~25 s)."""
     common = dict(task="sort", difficulty=4, device="cpu", threads=1, quiet=True)
