@@ -23,6 +23,15 @@ import pytest  # noqa: E402
 collect_ignore = [f"integrations/{name}.py" for name in ("trl", "verl") if importlib.util.find_spec(name) is None]
 
 
+#: tests that run for a minute on 2 cores: started first, so that under xdist no worker is left
+#: finishing one of them alone at the end of the run
+FIRST = ("tests/benchmarks/",)
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: the rest keep their order
+
+
 @pytest.fixture(autouse=True)
 def _doctest_numpy(doctest_namespace):
     """Docstring Examples may write ``np.`` without importing numpy, as numpy's own do."""

@@ -26,7 +26,7 @@ Distribution-level calibration: ``--mu 0 0.5`` also times the engine with memory
 stays numpy on the CPU), as ``make gpu-check`` does with ``--skip-reference``.
 
     python benchmarks/bench_sim_categorical.py [--threads 2 1] [--ref-steps 5] [--ref-skip 200]
-        [--steps 1000] [--mu 0 [0.5]] [--device cpu] [--skip-engine] [--skip-reference]
+        [--steps 1000] [--mu 0 [0.5]] [--device cpu] [--preset fgrpo-fig4] [--skip-engine] [--skip-reference]
 """
 
 from __future__ import annotations
@@ -108,13 +108,14 @@ def reference_estimate(full: sc.Config, ref_steps: int, ref_skip: int) -> float:
     return total
 
 
-def engine_cli(threads: int, steps: int, mu: float = 0.0, device: str = "cpu") -> tuple[float, float, float, float]:
+def engine_cli(threads: int, steps: int, mu: float = 0.0, device: str = "cpu",
+               preset: str = "fgrpo-fig4") -> tuple[float, float, float, float]:
     """The sweep through the command line in a child process: (wall s, simulate's wall_s, CPU s of
     the child (user + system: on a loaded machine, about what the run costs on a quiet one),
     peak RSS GB)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run"
-        cmd = [sys.executable, "-m", "simulations", "categorical", "--preset", "fgrpo-fig4", "--steps", str(steps),
+        cmd = [sys.executable, "-m", "simulations", "categorical", "--preset", preset, "--steps", str(steps),
                "--quiet", "--device", device, "--threads", str(threads), "--out", str(out)]
         if mu > 0:
             cmd += ["--mu", str(mu)]
@@ -138,20 +139,22 @@ def main() -> None:
                     help="--mu of the engine runs (> 0: with memory logits) [0]")
     ap.add_argument("--device", default="cpu",
                     help="device of the engine runs (cuda: all configurations in one batch) [cpu]")
+    ap.add_argument("--preset", default="fgrpo-fig4",
+                    help="the sweep (fgrpo-fig4; fgrpo-fig4-small: the GPU check's dry run) [fgrpo-fig4]")
     ap.add_argument("--skip-engine", action="store_true")
     ap.add_argument("--skip-reference", action="store_true")
     a = ap.parse_args()
-    full = sc.preset("fgrpo-fig4")
-    print(f"fgrpo-fig4: K={full.K}, {len(full.N)} N (2 .. {max(full.N)}), gamma={list(full.gamma)}, "
+    full = sc.preset(a.preset)
+    print(f"{a.preset}: K={full.K}, {len(full.N)} N (2 .. {max(full.N)}), gamma={list(full.gamma)}, "
           f"{len(full.seeds)} seeds, {full.steps} steps: {len(full.grid())} configurations; "
           f"sampler {sc.sampler(a.device)}; device {a.device}; cores {os.cpu_count()}")
     print(f"start: {load()}")
     runs = []
     if not a.skip_engine:
-        print("\nengine through the CLI: python -m simulations categorical --preset fgrpo-fig4 --quiet "
+        print(f"\nengine through the CLI: python -m simulations categorical --preset {a.preset} --quiet "
               f"--device {a.device} --steps {a.steps} --threads T --out DIR")
         for t, mu in [(t, mu) for t in a.threads for mu in a.mu]:
-            wall, inner, cpu, rss = engine_cli(t, a.steps, mu, a.device)
+            wall, inner, cpu, rss = engine_cli(t, a.steps, mu, a.device, a.preset)
             scale = full.steps / a.steps
             runs.append((f"{t}" + (f" --mu {mu:g}" if mu > 0 else ""), wall * scale))
             est = "" if a.steps == full.steps else f" -> {wall * scale:.1f} s for 1,000 steps (extrapolated)"

@@ -127,14 +127,14 @@ def main() -> int:
     spectra.spectrum(np.ascontiguousarray(W[:4096]), method="gram", device=dev)  # warm-up (BLAS, CUDA context)
     spec, t_ours, rss, gpu = timed(lambda: spectra.spectrum(src, device=dev), dev)
     s = spec.s
-    print(f"  ours  spectrum(W) [{spec.method}]: {t_ours:8.2f} s   peak RSS growth {rss / nbytes:5.2f}x matrix"
+    print(f"  ours  spectrum(W) [{spec.method}]: {t_ours:8.4f} s   peak RSS growth {rss / nbytes:5.2f}x matrix"
           + (f", GPU peak {gpu / nbytes:5.2f}x matrix" if gpu else "") + _load())
     _, t_vec, rss_v, _ = timed(lambda: spectra.spectrum(src, n_vectors=1, device=dev), dev)
-    print(f"  ours  spectrum(W, n_vectors=1): {t_vec:8.2f} s   peak RSS growth {rss_v / nbytes:5.2f}x matrix"
+    print(f"  ours  spectrum(W, n_vectors=1): {t_vec:8.4f} s   peak RSS growth {rss_v / nbytes:5.2f}x matrix"
           + _load())
     if dev.type == "cuda":
         _, t_host, _, gpu_h = timed(lambda: spectra.spectrum(W, device=dev), dev)
-        print(f"  ours  spectrum(W) from host memory (streamed to the GPU): {t_host:8.2f} s, "
+        print(f"  ours  spectrum(W) from host memory (streamed to the GPU): {t_host:8.4f} s, "
               f"GPU peak {gpu_h / nbytes:5.2f}x matrix")
     print(f"        s1 = {s[0]:.6g}, s1/s2 = {spectra.s1_s2(spec):.6g}, r1 = {spectra.rank1_fraction(spec):.6g}, "
           f"srank_0.01 = {spectra.srank(spec, 0.01)}, effective rank = {spectra.effective_rank(spec):.2f}")

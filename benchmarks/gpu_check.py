@@ -217,7 +217,7 @@ def steps(dry_run: bool, workdir: Path, scratch: Path) -> tuple[Step, ...]:
     tmo = {k: (DRY_RUN_TIMEOUT_S if dry_run else v) for k, v in TIMEOUTS_S}
     dev = "cpu" if dry_run else "cuda"
     tests = gpu_test_files()
-    sweep = ("--threads", "1", "--steps", "1") if dry_run else ("--threads", "2")
+    sweep = ("--threads", "1", "--steps", "1", "--preset", "fgrpo-fig4-small") if dry_run else ("--threads", "2")
     head = ("--rows", "2000", "--cols", "64", "--ref64-rows", "500") if dry_run else ("--ref64-rows", "5000")
     grpo_out = scratch / "bench_grpo.json"
     grpo = ("--steps", "2", "--repeats", "1", "--batch-size", "2", "--group-size", "2", "--max-new-tokens", "2",

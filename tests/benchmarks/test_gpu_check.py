@@ -61,7 +61,10 @@ def test_dry_run_writes_the_record_of_every_step(dry_run):
         else:
             fig = dict(gc.CPU_FIGURES)[name]
             assert rec["cpu_figure"]["value"] == fig.value and rec["cpu_figure"]["doc_row"] == fig.row
-            assert rec["measured"]["value"] > 0 and rec["ratio_cpu_over_gpu"] > 0, rec["measured"]
+            # parsed from the benchmark's output; a tiny shape may time below the printed precision
+            value = rec["measured"]["value"]
+            assert value is not None and value >= 0, rec["measured"]
+            assert (rec["ratio_cpu_over_gpu"] is None) == (value == 0) and (value == 0 or rec["ratio_cpu_over_gpu"] > 0)
     summary = json.loads((out / "summary.json").read_text())
     assert ENV_FIELDS <= set(summary["environment"]) and summary["failed"] == []
     assert [s["step"] for s in summary["steps"]] == list(gc.STEP_NAMES)
