@@ -11,7 +11,8 @@ TORCH_SPEC ?= torch==2.13.0
 LOCK   ?= requirements/lock.txt
 STAMP  := $(VENV)/.installed
 OUT    ?= figures/out
-# extra pytest arguments (.ci/run: --durations=20); test workers (pytest-xdist: one per core,
+# extra pytest arguments (.ci/run: --durations=20); test workers (pytest-xdist: one per core, idle
+# workers take pending tests from busy ones,
 # each on one thread; `PYTEST_WORKERS=0` runs the tests in this process)
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= auto
@@ -55,13 +56,13 @@ gallery: $(STAMP)
 # the fast suite and the runnable Examples of the docstrings (doctests); the `slow` tests alone;
 # both; the fast suite against the newest releases (a fresh resolution in .venv-latest)
 test: $(STAMP)
-	$(PYTEST) -q -n $(PYTEST_WORKERS) -m "not slow and not gpu" $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(PYTEST_WORKERS) --dist worksteal -m "not slow and not gpu" $(PYTEST_ARGS)
 
 test-slow: $(STAMP)
-	$(PYTEST) -q -n $(PYTEST_WORKERS) -m "slow and not gpu" $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(PYTEST_WORKERS) --dist worksteal -m "slow and not gpu" $(PYTEST_ARGS)
 
 test-all: $(STAMP)
-	$(PYTEST) -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 test-latest:
 	rm -f .venv-latest/.installed
