@@ -35,9 +35,10 @@ def test_committed_without_outputs_and_in_sync_with_the_builder(path):
     assert [c.source for c in nb.cells] == [c.source for c in built.cells], "run notebooks/_build.py"
 
 
-#: notebooks that train and diff (SFT and two GRPO runs) or build and audit logs: 30-45 s each on
-#: 2 cores, executed by `make test-slow` (and CI); the others by the fast suite
-LONG = {"03_checkpoint_diff", "04_audit_a_run"}
+#: executing a notebook starts a kernel and runs an example end to end (10-45 s each on 2 cores:
+#: 03 and 04 train, diff and audit): `make test-slow` (and CI) executes them all; the fast suite
+#: checks that each is committed without outputs and in sync with its builder
+LONG = {"01_gradient_masses", "02_tail_miss_and_the_categorical_simulator", "03_checkpoint_diff", "04_audit_a_run"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem in LONG else p
