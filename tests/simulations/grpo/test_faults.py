@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 
 from simulations.grpo import checkpoint as ck
 from simulations.grpo import cli, evaluate
-from tests.simulations.grpo.test_reliability import RUN
+from tests.simulations.grpo.test_reliability import RUN, _debris, _fails
 
 EVAL = ["--k", "1", "--n", "1", "--problems", "2", "--threads", "1", "--device", "cpu", "--quiet"]
 
@@ -30,18 +30,6 @@ EVAL = ["--k", "1", "--n", "1", "--problems", "2", "--threads", "1", "--device",
 def base(untrained_sort3) -> Path:
     """An untrained tiny-cpu checkpoint for 3-digit sorting (``conftest.untrained_sort3``)."""
     return untrained_sort3
-
-
-def _fails(argv, capsys, status=2) -> str:
-    """Run ``rlvr-train argv``: the exit status and one line on stderr, no traceback; returns it."""
-    assert cli.main([str(a) for a in argv]) == status
-    err = capsys.readouterr().err
-    assert err.startswith("rlvr-train: error: ") and "Traceback" not in err and err.count("\n") == 1, err
-    return err
-
-
-def _debris(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if ".tmp" in p.name or p.name.endswith(".old"))
 
 
 # ------------------------------------------------------------ --nll-rare-base / --nll-rare-set
