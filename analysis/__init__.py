@@ -7,8 +7,7 @@ directories streamed one tensor at a time), :mod:`~analysis.weight_diff` (ΔW no
 densities, SVD / rank-1 metrics, alignment, clustering), :mod:`~analysis.hidden_states`
 (ρ̂⊥ by outcome, residual norms), :mod:`~analysis.report` (Markdown / HTML / JSON reports),
 :mod:`~analysis.diff_cli` (``rlvr-diff [weights]`` and ``rlvr-diff hidden-states``, also
-``python -m analysis``), :mod:`~analysis.io` (atomic file and directory writes, JSON) and
-:mod:`~analysis.runtime` (the device resolver and the run-metadata block of every JSON
-file).  Submodules are imported on use (``from analysis import spectra``) so that importing
-the package does not load torch.
+``python -m analysis``).  File writers, the device resolver and the run block of every JSON
+file live in the plumbing layer (:mod:`rlvr_plumbing.io`, :mod:`rlvr_plumbing.runtime`).  Submodules are imported on use
+(``from analysis import spectra``) so that importing the package does not load torch.
 """

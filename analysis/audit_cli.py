@@ -11,12 +11,12 @@ rollout JSONL, prime-rl traces, ``rlvr-train grpo`` rollouts, or any table with 
 ``step``, ``group``, ``reward``), computes the per-group and per-step diagnostics
 (:func:`analysis.audit.metrics.audit`) and writes ``REPORT_DIR/report.md``, ``report.html``
 (self-contained), ``report.json`` and PNGs (:func:`analysis.audit.report.write_report`).
-``report.json`` carries a ``"run"`` block (:func:`analysis.runtime.run_metadata`: package
+``report.json`` carries a ``"run"`` block (:func:`rlvr_plumbing.runtime.run_metadata`: package
 version, the command's settings, threads).  ``--json`` prints ``report.json`` on stdout;
 otherwise a short summary is printed unless ``--quiet``.
 
 Every argument is checked before any log is read, and ``--out`` first
-(:func:`analysis.io.check_out`): an existing file, a path under a file, a place that cannot be
+(:func:`rlvr_plumbing.io.check_out`): an existing file, a path under a file, a place that cannot be
 written, or a non-empty directory that is not an earlier audit report (unless
 ``--overwrite``) is refused, and so is, even with ``--overwrite``, a directory that is or holds
 one of the inputs.  A log that does not match its format is refused with the file, line (or
@@ -24,13 +24,13 @@ row) and column named.  Nothing is written until the whole report is ready; the 
 directory appears whole at the end or not at all.
 
 Running, errors, ``--threads``, Ctrl-C and closed pipes are handled by
-:mod:`rlvr_theory.runner`: a bad argument prints ``rlvr-audit: error: ...`` (naming the flag)
+:mod:`rlvr_plumbing.runner`: a bad argument prints ``rlvr-audit: error: ...`` (naming the flag)
 on stderr and exits with status 2; a write the system refuses prints one line naming the file
 and exits with status 1.  Ctrl-C, at any moment, exits with status 130 and one line saying
 what was not written: ``rlvr-audit: interrupted: no report written; 'REPORT_DIR' is left as it
 was`` (or ``was not created``) until the report is renamed into place, ``...: the report in
 'REPORT_DIR' is complete; the summary was not printed`` after; no temporary directory is left
-beside ``REPORT_DIR`` (:func:`analysis.io.atomic_dir`).
+beside ``REPORT_DIR`` (:func:`rlvr_plumbing.io.atomic_dir`).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlvr_theory import checks, runner
-from rlvr_theory.serialize import fmt_number
+from rlvr_plumbing import checks, runner
+from rlvr_plumbing.serialize import fmt_number
 
 __all__ = ["main", "main_exit", "build_parser", "parse_steps", "PROG", "FORMATS"]
 
@@ -237,10 +237,11 @@ def _run(args: argparse.Namespace) -> int:
     unprinted = ("; report.json was not printed" if args.json else "" if args.quiet else "; the summary was not printed")
     try:
         opts = _check(args)                 # every argument, --out first; nothing read or written yet
+        from rlvr_plumbing.runtime import run_metadata
+
         from .audit import metrics, readers
         from .audit.report import write_report
         from .report import to_json
-        from .runtime import run_metadata
 
         rollouts = readers.read(args.paths, args.format, group_size=opts["group_size"],
                                 reward_column=args.reward_column, steps=opts["steps"],
@@ -252,7 +253,7 @@ def _run(args: argparse.Namespace) -> int:
         doc["run"] = run_metadata(_settings(args), threads=args.threads or runner.default_threads())
         out = write_report(doc, None, args.out, overwrite=args.overwrite)
     except KeyboardInterrupt:
-        # the report directory is renamed into place whole (analysis.io.atomic_dir), so it is
+        # the report directory is renamed into place whole (rlvr_plumbing.io.atomic_dir), so it is
         # either the new one (another directory than before) or what was there
         now = _identity(where)
         if now is not None and now != before:

@@ -21,18 +21,18 @@ last one.  ``--cast bf16|fp16|fp32`` rounds both sides to one precision before t
 ``--allow-other-base`` (then recorded ``"base_identity": "other (allowed)"``; see
 :func:`analysis.lora.base_identity`).  ``hidden-states`` writes
 ``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  Both JSON files
-carry a ``"run"`` block (:func:`analysis.runtime.run_metadata`: package version, the
+carry a ``"run"`` block (:func:`rlvr_plumbing.runtime.run_metadata`: package version, the
 command's settings, seed, device, threads).  ``--json`` prints the JSON document on stdout;
 otherwise a short summary is printed unless ``--quiet`` (which also hides progress bars).
 
-``--out`` is checked before any checkpoint is read (:func:`analysis.io.check_out`): an
+``--out`` is checked before any checkpoint is read (:func:`rlvr_plumbing.io.check_out`): an
 existing file, a path under a file, a place that cannot be written, or a non-empty directory
 that is not an earlier report of the same subcommand (unless ``--overwrite``) is refused, and
 so is, even with ``--overwrite``, a directory that is or holds one of the inputs.
 The report directory appears whole at the end or not at all.
 
 Running, errors, ``--threads``, Ctrl-C and closed pipes are handled by
-:mod:`rlvr_theory.runner`: a bad argument prints ``rlvr-diff: error: ...`` on stderr and
+:mod:`rlvr_plumbing.runner`: a bad argument prints ``rlvr-diff: error: ...`` on stderr and
 exits with status 2, leaving no output directory behind; a write the system refuses (disk
 full, read-only file system; also standard output) prints one line naming the file and exits
 with status 1.
@@ -45,8 +45,8 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from rlvr_theory import runner
-from rlvr_theory.serialize import fmt_number
+from rlvr_plumbing import runner
+from rlvr_plumbing.serialize import fmt_number
 
 __all__ = ["main", "main_exit", "build_parser", "PROG"]
 
@@ -140,14 +140,14 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def _check_out(args: argparse.Namespace, markers: Sequence[str], inputs: dict[str, Any],
                own_key: str | None = None) -> None:
-    """``--out`` before any work (:func:`analysis.io.check_out`), and never a directory that
+    """``--out`` before any work (:func:`rlvr_plumbing.io.check_out`), and never a directory that
     holds one of the inputs: replacing it (``--overwrite``) would delete them.  With ``own_key``,
     a ``report.json`` already in ``--out`` must be this command's (hold that key): another
     command's report (e.g. ``rlvr-audit``'s) is replaced only with ``--overwrite``."""
     import json
     from pathlib import Path
 
-    from .io import check_out
+    from rlvr_plumbing.io import check_out
 
     out = check_out(args.out, markers=markers, overwrite=args.overwrite).resolve()
     old = out / "report.json"

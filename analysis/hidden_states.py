@@ -39,11 +39,11 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from rlvr_theory import checks
+from rlvr_plumbing import checks
+from rlvr_plumbing.runtime import resolve_device, run_metadata
 
 from . import spectra
 from .checkpoints import has_tokenizer, load_tokenizer, open_checkpoint
-from .runtime import resolve_device, run_metadata
 
 __all__ = [
     "load_rollouts",
@@ -248,7 +248,7 @@ def geometry(checkpoint: str, rollouts: str | Sequence[Mapping[str, Any]], *, to
         and their ratio), ``residual_norm`` (``‖R_S‖``, ``‖R_F‖``), ``residual_ratio``
         (``‖R_F‖/‖R_S‖``), ``clt_baseline`` (``sqrt(N_S/N_F)``), ``ratio_over_baseline``,
         ``u1_energy_fraction`` (``σ_1²(H)/‖H‖_F²``), the paper's numbers, settings, and
-        ``run`` (:func:`analysis.runtime.run_metadata` of the arguments).  Quantities of an
+        ``run`` (:func:`rlvr_plumbing.runtime.run_metadata` of the arguments).  Quantities of an
         empty (or single-token) group are ``None``.
 
     The work goes in phases: check the settings, tokenize the rollouts (:func:`_sequences`),

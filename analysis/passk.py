@@ -47,7 +47,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy import integrate, optimize, special
 
-from rlvr_theory import checks
+from rlvr_plumbing import checks
 
 __all__ = [
     "pass_at_k",
@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 # ------------------------------------------------------------------ validation
-# Every check is rlvr_theory.checks (one policy: integral floats and numpy integers are
+# Every check is rlvr_plumbing.checks (one policy: integral floats and numpy integers are
 # integers, bool is not a number, NaN refused); these two only pick the scalar or the array
 # form of a check.
 _INT64_MAX = (1 << 63) - 1    # counts are int64: a larger one is refused by value, not overflowed
@@ -544,7 +544,7 @@ def _histogram(c: np.ndarray, nn: np.ndarray, method: str) -> np.ndarray:
     take) where the arrays over 0..n cannot fit."""
     if np.any(nn != nn[0]):
         raise ValueError(f"method={method!r} needs the same n for every problem (a histogram over 0..n)")
-    from .runtime import check_memory
+    from rlvr_plumbing.runtime import check_memory
 
     check_memory(4 * 8 * (int(nn[0]) + 1), f"method={method!r} (arrays over x = 0..n, n = {int(nn[0])})")
     return np.bincount(c, minlength=int(nn[0]) + 1) / c.size
@@ -763,7 +763,7 @@ def _subsample_means(c: np.ndarray, nn: np.ndarray, m: int, ks: np.ndarray, iter
     drawn without replacement from problem i's ``n_i`` — the same law as drawing the
     answers themselves.  ``pass@k(m, ·, k)`` is looked up in a table over 0..m.
     """
-    from .runtime import check_memory
+    from rlvr_plumbing.runtime import check_memory
 
     P = c.size
     w = np.full(P, 1.0 / P) if weights is None else weights

@@ -5,10 +5,10 @@ directory ``report.md``, ``report.html`` (every plot embedded as a base64 PNG, n
 file or script), ``report.json`` and the PNGs; :func:`write_hidden_states_report` does the
 same for :func:`analysis.hidden_states.geometry` (``hidden_states.*``).  Everything is
 written into a temporary directory beside ``out`` and renamed to ``out`` when complete
-(an existing report directory is replaced only then, :func:`analysis.io.atomic_dir`); files
-inside go through :func:`analysis.io.atomic_write`.  JSON follows :mod:`rlvr_theory.serialize`
+(an existing report directory is replaced only then, :func:`rlvr_plumbing.io.atomic_dir`); files
+inside go through :func:`rlvr_plumbing.io.atomic_write`.  JSON follows :mod:`rlvr_plumbing.serialize`
 (NaN → ``null``, ±inf → ``"inf"``/``"-inf"``); numbers in tables are
-:func:`rlvr_theory.serialize.fmt_number` with 4 significant digits.
+:func:`rlvr_plumbing.serialize.fmt_number` with 4 significant digits.
 
 The diff report opens with a verdict (OH share, head r1 and s1/s2, Inner, density, each beside
 the values of FADE's Sec. 5 output-head table, :data:`FADE_SEC5_TABLE`), then the precision of
@@ -47,9 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from rlvr_theory.serialize import dumps, fmt_number
-
-from .io import atomic_dir, atomic_write, atomic_write_text
+from rlvr_plumbing.io import atomic_dir, atomic_write, atomic_write_text
+from rlvr_plumbing.serialize import dumps, fmt_number
 
 __all__ = ["write_report", "write_hidden_states_report", "to_json", "render_markdown", "render_html",
            "png_bytes", "new_figure", "y_room", "paper_mark", "paper_values", "coincides_with",
@@ -83,7 +82,7 @@ FADE_SEC5_TABLE = (
 # ------------------------------------------------------------------ helpers
 def to_json(doc: dict) -> str:
     """The document as strict JSON, indented: the one JSON policy of
-    :mod:`rlvr_theory.serialize` (NaN → ``null``, ±inf → ``"inf"``/``"-inf"``)."""
+    :mod:`rlvr_plumbing.serialize` (NaN → ``null``, ±inf → ``"inf"``/``"-inf"``)."""
     return dumps(doc, indent=1)
 
 

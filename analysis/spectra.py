@@ -133,9 +133,8 @@ import scipy.linalg
 import torch
 from scipy.linalg.blas import dsyrk, ssyrk
 
-from rlvr_theory import checks
-
-from .runtime import resolve_device
+from rlvr_plumbing import checks
+from rlvr_plumbing.runtime import resolve_device
 
 __all__ = [
     "Spectrum",
@@ -266,7 +265,7 @@ def _shape(W: Matrix) -> tuple[int, int]:
 
 
 def _check_delta(delta: Any, name: str) -> np.ndarray:
-    """δ of srank: numbers in the open interval (0, 1) (:func:`rlvr_theory.checks.array`)."""
+    """δ of srank: numbers in the open interval (0, 1) (:func:`rlvr_plumbing.checks.array`)."""
     return checks.array(name, delta, low=0.0, high=1.0, low_open=True, high_open=True, nonempty=True)
 
 

@@ -79,7 +79,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from rlvr_theory import checks
+from rlvr_plumbing import checks
+from rlvr_plumbing.runtime import resolve_device, run_metadata
 
 from . import lora, spectra
 from .checkpoints import (
@@ -98,7 +99,6 @@ from .checkpoints import (
     resolve_checkpoint_dir,
     tokenizer_size,
 )
-from .runtime import resolve_device, run_metadata
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -376,7 +376,7 @@ class _Ops:
 def _blas_threads(n: int | None):
     """Run the block with ``n`` threads in every BLAS pool loaded in this process (numpy's and
     scipy's bundled OpenBLAS included; ``None``: unchanged), restored afterwards.  The same
-    mechanism as ``--threads`` (:func:`rlvr_theory.runner.apply_threads`): threadpoolctl."""
+    mechanism as ``--threads`` (:func:`rlvr_plumbing.runner.apply_threads`): threadpoolctl."""
     if n is None:
         yield
         return
@@ -469,7 +469,7 @@ def _device_name(dev: torch.device) -> str:
 
 def _check_args(base: Any, checkpoints: Any, top_k: Any, layers: Any, tokenizer: Any,
                 full_spectrum: Any, progress: Any, cast: Any = None) -> tuple[list[str], int]:
-    """The checkpoint paths and ``top_k`` (numbers and choices: :mod:`rlvr_theory.checks`)."""
+    """The checkpoint paths and ``top_k`` (numbers and choices: :mod:`rlvr_plumbing.checks`)."""
     if not isinstance(base, (str, os.PathLike)):
         raise ValueError(f"base must be a checkpoint directory path (str), got {base!r}")
     if isinstance(checkpoints, (str, os.PathLike)) or not isinstance(checkpoints, Sequence):
@@ -673,7 +673,7 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     dict
         ``{"base", "device", "settings", "checkpoints": [...], "alignment", "clustering",
         "skipped_tensors", "timing_s", "timings_s", "run"}``; see ``docs/checkpoint_diff.md`` for every
-        key.  ``run`` is :func:`analysis.runtime.run_metadata` of the arguments (package
+        key.  ``run`` is :func:`rlvr_plumbing.runtime.run_metadata` of the arguments (package
         version, settings, seed, device, threads).  An undefined ratio (``s1/s2`` of an
         exactly rank-1 ``ΔW``) is ``None``.
 

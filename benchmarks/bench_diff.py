@@ -395,7 +395,7 @@ def main(argv: list[str] | None = None) -> None:
                "time_over_read": o["time_s"] / res["read"]["time_s"],
                "date": time.strftime("%Y-%m-%d %H:%M:%S")}
         sys.path.insert(0, str(ROOT))
-        from analysis.io import atomic_write_text
+        from rlvr_plumbing.io import atomic_write_text
         atomic_write_text(f, json.dumps(rec, indent=1))
         print(f"recorded: {f}")
 
@@ -437,7 +437,7 @@ def _main_lora(args: argparse.Namespace) -> None:
                "time_over_base_read": o["time_s"] / res["read_base"]["time_s"],
                "date": time.strftime("%Y-%m-%d %H:%M:%S")}
         sys.path.insert(0, str(ROOT))
-        from analysis.io import atomic_write_text
+        from rlvr_plumbing.io import atomic_write_text
         atomic_write_text(f, json.dumps(rec, indent=1))
         print(f"recorded: {f}")
 

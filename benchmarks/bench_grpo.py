@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from analysis.io import write_json
-from analysis.runtime import resolve_device
-from rlvr_theory import runner
+from rlvr_plumbing import runner
+from rlvr_plumbing.io import write_json
+from rlvr_plumbing.runtime import resolve_device
 from simulations.grpo import models, rollout, tasks, trainer
 
 

@@ -184,7 +184,7 @@ def _worker_trl(a: argparse.Namespace) -> dict:
     import torch
     from datasets import Dataset
 
-    from rlvr_theory.runner import apply_threads
+    from rlvr_plumbing.runner import apply_threads
     from simulations.grpo import models, tasks
 
     apply_threads(a.threads)

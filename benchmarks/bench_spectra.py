@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from analysis import spectra
-from analysis.runtime import resolve_device
+from rlvr_plumbing.runtime import resolve_device
 
 
 def make_matrix(rows: int, cols: int, rank: int, noise: float, seed: int) -> np.ndarray:

@@ -6,7 +6,7 @@ reproducible here / fail) and writes that table to ``docs/reproduction.md``; it 
 claim fails without an explanation.  An existing table that already holds the same claims at
 their precision (numbers within tol/10 of those shown) is left untouched, so ``make figures`` keeps a clean
 checkout clean (:func:`figures.registry.write_reproduction`).  Parsing, errors (exit 2), Ctrl-C (130), a closed pipe (141)
-and ``--threads`` are those of every console script of the toolkit (:mod:`rlvr_theory.runner`,
+and ``--threads`` are those of every console script of the toolkit (:mod:`rlvr_plumbing.runner`,
 ``docs/cli.md``).
 
 ``guide`` rewrites the generated table of ``docs/choosing_an_advantage.md``
@@ -18,12 +18,12 @@ replace only the part between their ``<!-- BEGIN GENERATED: ... -->`` and
 when the document is stale.
 
 Before any figure is made, the names are checked (an unknown one is refused and nothing is
-written) and so are ``--out`` and ``--doc`` (:func:`analysis.io.check_out`): an existing
+written) and so are ``--out`` and ``--doc`` (:func:`rlvr_plumbing.io.check_out`): an existing
 file given as ``--out`` (a directory given as ``--doc``), a path under a file, or a place
 that cannot be written is refused with a message naming the flag.  ``--out`` is a shared
 folder: each figure's files are added to it (each written atomically, other files kept), so
 a non-empty folder is accepted; a folder that does not exist yet appears with the first
-figure's files, complete (:func:`analysis.io.atomic_dir`).  A write the system refuses later
+figure's files, complete (:func:`rlvr_plumbing.io.atomic_dir`).  A write the system refuses later
 (disk full) prints one line naming the file and exits with status 1; the figures made before it
 stay complete, and a new ``--out`` whose first figure failed is not left behind empty.
 
@@ -42,9 +42,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from analysis.io import check_out
-from rlvr_theory import checks, runner
-from rlvr_theory.serialize import fmt_number
+from rlvr_plumbing import checks, runner
+from rlvr_plumbing.io import check_out
+from rlvr_plumbing.serialize import fmt_number
 
 from . import guide, registry
 

@@ -13,7 +13,7 @@ gallery of ``docs/figures.md``.
   text; :func:`write_thumbnails` makes the thumbnails from a folder of made figures.
 * :func:`replace_generated` / :func:`update_document` — rewrite the part of a document
   between ``<!-- BEGIN GENERATED: NAME -->`` and ``<!-- END GENERATED -->`` (atomically,
-  :func:`analysis.io.atomic_write_text`).
+  :func:`rlvr_plumbing.io.atomic_write_text`).
 
 Command line: ``rlvr-figures guide`` and ``rlvr-figures gallery`` (:mod:`figures.cli`).
 
@@ -40,9 +40,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.io import atomic_write, atomic_write_text, check_out
-from rlvr_theory import advantages, checks, masses, tail_miss, variance
-from rlvr_theory.serialize import fmt_number
+from rlvr_plumbing import checks
+from rlvr_plumbing.io import atomic_write, atomic_write_text, check_out
+from rlvr_plumbing.serialize import fmt_number
+from rlvr_theory import advantages, masses, tail_miss, variance
 
 from . import registry
 

@@ -1,7 +1,7 @@
 """The figure registry and the writer that turns a :class:`FigureSpec` into files.
 
 Each module of :mod:`figures.paper` registers one :class:`FigureSpec` (a
-:class:`rlvr_theory.registry.Registry` named ``"figure"``); :func:`make` writes one figure,
+:class:`rlvr_plumbing.registry.Registry` named ``"figure"``); :func:`make` writes one figure,
 :func:`check` makes several and collects their claims, :func:`reproduction_markdown` renders
 the claims as ``docs/reproduction.md``.
 
@@ -38,9 +38,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.io import atomic_dir, atomic_write, atomic_write_text, check_out
-from rlvr_theory.registry import Registry
-from rlvr_theory.serialize import fmt_number
+from rlvr_plumbing.io import atomic_dir, atomic_write, atomic_write_text, check_out
+from rlvr_plumbing.registry import Registry
+from rlvr_plumbing.serialize import fmt_number
 
 __all__ = ["Claim", "FigureSpec", "register", "unregister", "registered", "get", "names", "make", "check",
            "claim_number", "reproduction_markdown", "parse_reproduction_markdown", "same_at_claim_precision",
@@ -173,7 +173,7 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
     (``ValueError``) before anything is computed or written.  Files already in ``out_dir`` are
     kept; the figure's own are replaced, each atomically.  An ``out_dir`` that does not exist yet
     is built in a hidden temporary sibling and renamed into place with the figure's files
-    (:func:`analysis.io.atomic_dir`): a write that fails (disk full) leaves no folder behind.
+    (:func:`rlvr_plumbing.io.atomic_dir`): a write that fails (disk full) leaves no folder behind.
 
     Examples
     --------
@@ -265,7 +265,7 @@ def claim_number(x: float, tol: float) -> str:
 
     ``x`` is rounded to the largest power of ten ``10**k <= tol/10`` (rounding error at most
     ``tol/20``, so far below the tolerance that the table never shows a pass as a fail) and
-    written with at most 6 significant digits (:func:`rlvr_theory.serialize.fmt_number`);
+    written with at most 6 significant digits (:func:`rlvr_plumbing.serialize.fmt_number`);
     ``tol = 0`` gives 6 significant digits; NaN gives ``—``.  A change of ``x`` smaller than
     half the rounding step leaves the text unchanged unless ``x`` lies that close to a rounding
     boundary, which is what makes the table independent of machine-level noise.
@@ -436,7 +436,7 @@ def write_reproduction(path: str | os.PathLike, table: pd.DataFrame, *, full: bo
     """Write the claims ``table`` to ``path`` as :func:`reproduction_markdown`, unless ``path``
     already holds the same claims at their precision (:func:`same_at_claim_precision`) under the
     same header; returns whether the file was written.  ``path`` must be a file path in a
-    writable place (checked first, :func:`analysis.io.check_out`)."""
+    writable place (checked first, :func:`rlvr_plumbing.io.check_out`)."""
     path = check_out(path, kind="file", arg="path")
     text = reproduction_markdown(table, full=full)
     if path.exists():

@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from rlvr_plumbing import checks
+from rlvr_plumbing.runner import parse_params as _parse_items
 from rlvr_theory import advantages as _advantages
-from rlvr_theory import checks, groups, schedules
+from rlvr_theory import groups, schedules
 from rlvr_theory.advantages import Advantage
-from rlvr_theory.runner import parse_params as _parse_items
 
 __all__ = ["Policy", "parse_params", "RESERVED"]
 

@@ -61,8 +61,8 @@ import torch
 import trl
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from analysis.io import read_json_object, write_json
 from integrations.core import Policy
+from rlvr_plumbing.io import read_json_object, write_json
 from rlvr_theory import advantages as registry
 
 __all__ = ["GRPOTrainer", "STATE_FILE", "METRICS"]

@@ -74,8 +74,8 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
+from rlvr_plumbing.serialize import dumps
 from rlvr_theory import advantages, schedules
-from rlvr_theory.serialize import dumps
 
 from .core import RESERVED, Policy, parse_params
 

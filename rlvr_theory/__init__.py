@@ -7,10 +7,8 @@ schedules), :mod:`~rlvr_theory.tail_miss` (F-GRPO Lemma 3.1), :mod:`~rlvr_theory
 (FADE App. 14), :mod:`~rlvr_theory.entropy` and :mod:`~rlvr_theory.categorical` (one-step
 softmax identities), :mod:`~rlvr_theory.sharpening` (Over-Sharpening Sec. 2) and
 :mod:`~rlvr_theory.rank1` (FADE App. 15), :mod:`~rlvr_theory.multiturn` (FADE App. 9: multi-turn
-reachability, retries).  Shared by the whole toolkit:
-:mod:`~rlvr_theory.checks` (argument checks), :mod:`~rlvr_theory.registry` (the registry
-class), :mod:`~rlvr_theory.serialize` (JSON policy, number formatting) and
-:mod:`~rlvr_theory.runner` (the command-line runner).  See docs/README.md.
+reachability, retries).  Argument checks, the registry class, JSON and the command-line
+runner live one layer below, in :mod:`rlvr_plumbing`.  See docs/architecture.md.
 """
 
 from . import advantages, categorical, entropy, masses, multiturn, rank1, schedules, sharpening, tail_miss, variance

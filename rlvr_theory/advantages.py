@@ -66,8 +66,8 @@ from typing import Any, ClassVar
 import numpy as np
 import sympy as sp
 
-from . import checks
-from .registry import Registry
+from rlvr_plumbing import checks
+from rlvr_plumbing.registry import Registry
 
 __all__ = [
     "Advantage",
@@ -374,7 +374,7 @@ class Advantage:
 
     def _number(self, params: dict, key: str, *, low: float | None = None, high: float | None = None,
                 low_open: bool = False, integer: bool = False, allow_none: bool = False) -> None:
-        """Check ``params[key]`` with :mod:`rlvr_theory.checks` (the message names the family)."""
+        """Check ``params[key]`` with :mod:`rlvr_plumbing.checks` (the message names the family)."""
         try:
             if integer:
                 params[key] = checks.integer(key, params[key], low, high, allow_none=allow_none)
@@ -384,7 +384,7 @@ class Advantage:
             raise ValueError(f"{self.name}: {err}") from None
 
     def _choice(self, params: dict, key: str, allowed: tuple) -> None:
-        """Check ``params[key]`` with :func:`rlvr_theory.checks.choice` (the message names the family)."""
+        """Check ``params[key]`` with :func:`rlvr_plumbing.checks.choice` (the message names the family)."""
         try:
             params[key] = checks.choice(key, params[key], allowed)
         except ValueError as err:

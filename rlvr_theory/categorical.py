@@ -40,7 +40,7 @@ Mass changes:
   which the tests check every first-order formula; :func:`log_partition_change` gives
   ``Δlse`` itself (used by :func:`rlvr_theory.entropy.exact_change`).
 
-Argument checks use :mod:`rlvr_theory.checks`; :func:`check_like` (an array over the
+Argument checks use :mod:`rlvr_plumbing.checks`; :func:`check_like` (an array over the
 actions of given logits) is shared with :mod:`rlvr_theory.entropy`.
 
 Exact expectation for group-relative advantages.  Two-Stage Theorem 1 treats ``Â(v)`` as a fixed
@@ -60,7 +60,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import special
 
-from . import checks
+from rlvr_plumbing import checks
+
 from . import masses as _masses
 from .advantages import Advantage
 

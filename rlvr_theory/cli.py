@@ -1,7 +1,7 @@
 """Command line: ``rlvr-theory list | masses | table | tail-miss`` (also ``python -m rlvr_theory``).
 
-Built on :mod:`rlvr_theory.runner` (errors exit 2 naming the flag, Ctrl-C exits 130, a
-closed pipe ends quietly) and :mod:`rlvr_theory.serialize` (strict JSON: NaN is ``null``,
+Built on :mod:`rlvr_plumbing.runner` (errors exit 2 naming the flag, Ctrl-C exits 130, a
+closed pipe ends quietly) and :mod:`rlvr_plumbing.serialize` (strict JSON: NaN is ``null``,
 ``±inf`` the strings ``"inf"``/``"-inf"``; table cells through ``fmt_number``).
 
 Examples::
@@ -22,8 +22,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import advantages, masses, runner
-from .serialize import dumps, fmt_number
+from rlvr_plumbing import runner
+from rlvr_plumbing.serialize import dumps, fmt_number
+
+from . import advantages, masses
 
 __all__ = ["main", "main_exit", "build_parser", "format_frame"]
 
@@ -33,10 +35,10 @@ PROG = "rlvr-theory"
 def format_frame(df: pd.DataFrame, fmt: str) -> str:
     """Render a DataFrame as ``markdown``, ``csv``, ``latex`` or ``json`` (a list of records).
 
-    Markdown and LaTeX cells go through :func:`rlvr_theory.serialize.fmt_number` (6
+    Markdown and LaTeX cells go through :func:`rlvr_plumbing.serialize.fmt_number` (6
     significant digits, ``—`` for NaN, ``∞`` for inf; ``$\\infty$`` in LaTeX); CSV writes each
     float as the shortest text that reads back to the same float (Python's ``repr``: ``0.3``, not
-    ``0.29999999999999999``); JSON follows :func:`rlvr_theory.serialize.dumps`.
+    ``0.29999999999999999``); JSON follows :func:`rlvr_plumbing.serialize.dumps`.
     """
     if fmt == "csv":
         return df.to_csv(index=False)
@@ -235,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``rlvr-theory``; returns the exit status (2 on bad input, see
-    :func:`rlvr_theory.runner.run`)."""
+    :func:`rlvr_plumbing.runner.run`)."""
     return runner.run(PROG, build_parser, argv)
 
 

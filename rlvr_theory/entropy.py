@@ -50,7 +50,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import checks
+from rlvr_plumbing import checks
+
 from . import masses as _masses
 from .advantages import Advantage
 from .categorical import check_like, log_partition_change, log_softmax

@@ -41,7 +41,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import checks
+from rlvr_plumbing import checks
+
 from .advantages import Advantage
 from .masses import as_advantage
 

@@ -34,8 +34,9 @@ import pandas as pd
 import sympy as sp
 from scipy import special, stats
 
+from rlvr_plumbing import checks
+
 from . import advantages as _adv
-from . import checks
 from .advantages import Advantage
 
 __all__ = [
@@ -79,7 +80,7 @@ def as_advantage(adv: Advantage | str) -> Advantage:
 
 
 def check_p(p: Any) -> np.ndarray:
-    """Solve rate(s) ``p`` in [0, 1] as a float64 array (:func:`rlvr_theory.checks.array`)."""
+    """Solve rate(s) ``p`` in [0, 1] as a float64 array (:func:`rlvr_plumbing.checks.array`)."""
     try:
         return checks.array("p", p, low=0, high=1)
     except ValueError:
@@ -87,7 +88,7 @@ def check_p(p: Any) -> np.ndarray:
 
 
 def check_group_size(G: Any, adv: Advantage | None = None, *, required: bool = True) -> int | None:
-    """The group size as an ``int >= 1`` (:func:`rlvr_theory.checks.integer`), and at least
+    """The group size as an ``int >= 1`` (:func:`rlvr_plumbing.checks.integer`), and at least
     ``adv.min_group_size()``; ``None`` passes when not ``required``."""
     if G is None:
         if required:
@@ -119,7 +120,7 @@ _BYTES_PER_OUTCOME = 256
 #: them): the binomial pmf and its product (measured about 15 B), and for batch-level families also
 #: the per-p population arrays (measured about 72 B)
 _BYTES_PER_OUTCOME_AND_P = {False: 16, True: 80}
-#: share of the available memory that a request may use (the margin of ``analysis.runtime.check_memory``)
+#: share of the available memory that a request may use (the margin of ``rlvr_plumbing.runtime.check_memory``)
 _MEMORY_FRACTION = 0.9
 #: requests up to this size are not compared with the memory available (G up to about 2**17)
 _SMALL_REQUEST = 32 * 2**20
@@ -142,7 +143,7 @@ def check_memory(G: int, n_p: int = 1, *, batch_level: bool = False, what: str =
                   need: int | None = None) -> None:
     """``ValueError`` naming ``G``, the estimate (``need``, default :func:`memory_needed`) and the
     memory available (:func:`available_memory`, 90% of it, through
-    :func:`rlvr_theory.checks.fits_in_memory`), before anything of size O(G) is
+    :func:`rlvr_plumbing.checks.fits_in_memory`), before anything of size O(G) is
     allocated; ``what`` says what the memory is for.  Requests up to 32 MiB pass unchecked.
 
     >>> check_memory(1000)
@@ -161,7 +162,7 @@ def check_memory(G: int, n_p: int = 1, *, batch_level: bool = False, what: str =
 
 
 def available_memory() -> int:
-    """The RAM a new allocation can use now (:func:`rlvr_theory.checks.available_host_memory`;
+    """The RAM a new allocation can use now (:func:`rlvr_plumbing.checks.available_host_memory`;
     the tests replace this name to simulate a small machine)."""
     return checks.available_host_memory()
 

@@ -60,7 +60,8 @@ from typing import Any
 
 import numpy as np
 
-from . import checks
+from rlvr_plumbing import checks
+
 from . import masses as _masses
 from .advantages import Advantage
 from .masses import Masses

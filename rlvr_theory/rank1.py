@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import checks
+from rlvr_plumbing import checks
 
 __all__ = [
     "rank1_limit",

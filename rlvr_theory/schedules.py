@@ -30,9 +30,11 @@ import inspect
 import math
 from typing import Any
 
-from . import advantages, checks
+from rlvr_plumbing import checks
+from rlvr_plumbing.registry import Registry
+
+from . import advantages
 from .advantages import Advantage
-from .registry import Registry
 
 __all__ = ["Schedule", "FADESchedule", "FADELogSchedule", "AGRAESchedule", "FADESignalsSchedule",
            "FADEEntropySchedule", "FADEAlphaOnlySchedule", "FADEDeltaOnlySchedule", "names", "get", "register"]
@@ -414,7 +416,7 @@ def get(name: str, *, steps: int | None = None, H0: float | None = None,
     so a caller holding both a typed ``H0`` and a measured one passes
     ``H0=params.pop("H0", measured)``.  An unknown name or parameter is refused with a
     message listing the allowed ones; a bad value with the message of
-    :mod:`rlvr_theory.checks`.
+    :mod:`rlvr_plumbing.checks`.
 
     Examples
     --------

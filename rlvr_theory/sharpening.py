@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import checks
+from rlvr_plumbing import checks
 
 __all__ = [
     "TOY_EMBEDDINGS",

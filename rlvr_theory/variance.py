@@ -69,8 +69,9 @@ import pandas as pd
 import sympy as sp
 from scipy.optimize import minimize_scalar
 
+from rlvr_plumbing import checks
+
 from . import advantages as _adv
-from . import checks
 from . import masses as _masses
 from .advantages import Advantage
 

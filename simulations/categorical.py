@@ -79,10 +79,10 @@ import pandas as pd
 import torch
 from torch.optim.adam import adam as torch_adam
 
-from analysis.runtime import check_memory, resolve_device
+from rlvr_plumbing import checks, runner
+from rlvr_plumbing.runtime import check_memory, resolve_device
 from rlvr_theory import advantages as _adv
 from rlvr_theory import categorical as _cat
-from rlvr_theory import checks, runner
 from rlvr_theory import entropy as _ent
 
 __all__ = ["Config", "PRESETS", "preset", "initial_logits", "sample_counts", "outcome_advantages",
@@ -102,7 +102,7 @@ SCHEDULES = ("auto", "blocks", "batched")
 
 # ------------------------------------------------------------------ configuration
 def _each(check: Any, name: str, values: Any, **bounds: Any) -> tuple:
-    """``check`` (:mod:`rlvr_theory.checks`) applied to every entry of a non-empty list: a tuple."""
+    """``check`` (:mod:`rlvr_plumbing.checks`) applied to every entry of a non-empty list: a tuple."""
     checks.array(name, values, ndim=1, nonempty=True, allow_inf=True)  # the shape; entries below
     return tuple(check(f"{name}[{i}]", v, **bounds) for i, v in enumerate(values))
 
@@ -155,7 +155,7 @@ class Config:
     def validate(self) -> Config:
         """Raise ``ValueError`` naming the first bad field and its allowed values.
 
-        Checks follow :mod:`rlvr_theory.checks` (integral floats and numpy integers are
+        Checks follow :mod:`rlvr_plumbing.checks` (integral floats and numpy integers are
         accepted where an integer is expected, ``bool`` never); the integer and list fields are
         stored back normalised (``K = 8.0`` becomes ``8``, ``N = [4, 16]`` becomes ``(4, 16)``).
         Returns the configuration.

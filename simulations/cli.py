@@ -1,4 +1,4 @@
-"""``rlvr-sim SIMULATOR ...`` (also ``python -m simulations``), on :mod:`rlvr_theory.runner`.
+"""``rlvr-sim SIMULATOR ...`` (also ``python -m simulations``), on :mod:`rlvr_plumbing.runner`.
 
 Each simulator module that defines ``add_parser(subparsers)`` contributes one subcommand
 (``categorical``, ``linear-head``, ``toys``); its parser sets ``func(args) -> int``.  Parsing,
@@ -9,7 +9,7 @@ repeatable ``--param NAME=VALUE``.
 
 Every subcommand writes ``OUT/trajectory.csv``, ``OUT/final.csv`` and ``OUT/config.json``
 (:func:`write_run`); ``config.json`` starts with the run block of
-:func:`analysis.runtime.run_metadata` (``package_version``, ``settings`` — the options given on
+:func:`rlvr_plumbing.runtime.run_metadata` (``package_version``, ``settings`` — the options given on
 the command line —, ``seed``, ``device``, ``threads``) followed by the simulator's own record.
 
 What every subcommand guarantees:
@@ -20,11 +20,11 @@ What every subcommand guarantees:
   :data:`MARKERS`) are refused, the last one unless ``--overwrite``; an earlier output is
   replaced;
 * **all at once**: the three files are built in a temporary sibling directory and renamed into
-  place together (:func:`analysis.io.atomic_dir`); a killed or failing run (disk full: one line,
+  place together (:func:`rlvr_plumbing.io.atomic_dir`); a killed or failing run (disk full: one line,
   exit status 1) leaves the earlier output, or nothing, under ``--out``;
 * **computed limits**: a request that cannot fit in memory (group sizes, actions, steps,
   seeds) is refused before any allocation with the bytes it needs and those available
-  (:func:`analysis.runtime.check_memory`);
+  (:func:`rlvr_plumbing.runtime.check_memory`);
 * **no NaN out of a diverging run**: a run whose parameters become non-finite stops with
   ``rlvr-sim: error: --lr = ... makes the run diverge ...`` (exit status 2, the step and the
   configuration named, :func:`diverged`) and writes nothing.
@@ -38,7 +38,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rlvr_theory import runner
+from rlvr_plumbing import runner
 
 __all__ = ["main", "main_exit", "build_parser", "write_run", "command_settings", "check_out", "diverged", "MARKERS"]
 
@@ -53,7 +53,7 @@ _NOT_SETTINGS = ("command", "func", "out", "overwrite", "quiet", "threads", "dev
 
 def command_settings(args: argparse.Namespace, *, exclude: Iterable[str] = ()) -> dict[str, Any]:
     """The options given on the command line (not ``None``), ``--param`` parsed into a dict
-    (:func:`rlvr_theory.runner.parse_params`); output, progress, device and thread options
+    (:func:`rlvr_plumbing.runner.parse_params`); output, progress, device and thread options
     (and ``--overwrite``) are left out (``device`` and ``threads`` have their own entries in the run block)."""
     skip = set(_NOT_SETTINGS) | set(exclude)
     out = {k: v for k, v in vars(args).items() if k not in skip and v is not None}
@@ -63,11 +63,11 @@ def command_settings(args: argparse.Namespace, *, exclude: Iterable[str] = ()) -
 
 
 def check_out(args: argparse.Namespace) -> Any:
-    """``--out`` of a subcommand, checked before any work (:func:`analysis.io.check_out` with
+    """``--out`` of a subcommand, checked before any work (:func:`rlvr_plumbing.io.check_out` with
     :data:`MARKERS` and ``--overwrite``); returns it as a ``Path``.  The working directory (or
     one that holds it) is refused too: the output directory is replaced as a whole, which would
     leave the shell in a deleted directory."""
-    from analysis.io import check_out as _check
+    from rlvr_plumbing.io import check_out as _check
 
     if isinstance(args.out, (str, os.PathLike)) and os.fspath(args.out):
         out, cwd = os.path.abspath(args.out), os.getcwd()
@@ -93,19 +93,19 @@ def write_run(out: str | os.PathLike, trajectory: Any, final: Any, record: Mappi
               overwrite: bool = False) -> None:
     """The files of every simulator subcommand: ``OUT/trajectory.csv``, ``OUT/final.csv`` and
     ``OUT/config.json``, built in a temporary directory and renamed into place together
-    (:func:`analysis.io.atomic_dir`): ``out`` holds the whole new output, or what it held before.
+    (:func:`rlvr_plumbing.io.atomic_dir`): ``out`` holds the whole new output, or what it held before.
     An existing non-empty ``out`` must be an earlier output (one of :data:`MARKERS`) unless
     ``overwrite``.
 
-    ``config.json`` is :func:`analysis.runtime.run_metadata` (``package_version``,
+    ``config.json`` is :func:`rlvr_plumbing.runtime.run_metadata` (``package_version``,
     ``settings``, ``seed``, ``device``, ``threads``: torch's current count unless given)
     followed by ``record`` (the simulator's own entries), as strict JSON
-    (:func:`analysis.io.write_json`: NaN → ``null``, ±inf → ``"inf"``/``"-inf"``).
+    (:func:`rlvr_plumbing.io.write_json`: NaN → ``null``, ±inf → ``"inf"``/``"-inf"``).
     """
     from pathlib import Path
 
-    from analysis.io import atomic_dir, write_json
-    from analysis.runtime import run_metadata
+    from rlvr_plumbing.io import atomic_dir, write_json
+    from rlvr_plumbing.runtime import run_metadata
 
     block = run_metadata(settings, seed=seed, device=device, threads=threads)
     clash = sorted(set(block) & set(record))

@@ -55,8 +55,8 @@ import numpy as np
 import pandas as pd
 
 from analysis import spectra
+from rlvr_plumbing import checks, runner, serialize
 from rlvr_theory import advantages as _adv
-from rlvr_theory import checks, runner, serialize
 from rlvr_theory import schedules as _sched
 from rlvr_theory.sharpening import SIAMESE_VARIANTS, TOY_EMBEDDINGS
 
@@ -93,7 +93,7 @@ def _seed_list(seeds: Any) -> list[int]:
 
 def _check_common(G: Any, steps: Any, lr: Any, optimizer: str, reduction: str,
                   log_every: Any) -> tuple[int, int, float, int]:
-    """The settings both simulators share, checked (:mod:`rlvr_theory.checks`): ``G, steps, lr,
+    """The settings both simulators share, checked (:mod:`rlvr_plumbing.checks`): ``G, steps, lr,
     log_every`` as ``int, int, float, int``."""
     checks.choice("optimizer", optimizer, OPTIMIZERS)
     checks.choice("reduction", reduction, REDUCTIONS)
@@ -880,7 +880,7 @@ def check_size(instance: str, *, what: str | None = None, **kw: Any) -> int:
                           + 6 * V[k] * (k + 18))
                       for k in Ks) + 3 * 8 * 25 * S * len(Ks) * records)
         text = f"(M={M}, K up to {max(Ks)}, G={G}, {S * len(Ks)} configurations, steps={steps})"
-    from analysis.runtime import check_memory
+    from rlvr_plumbing.runtime import check_memory
 
     check_memory(nbytes, f"{what or 'the linear-head ' + instance} {text}", device="cpu")
     return nbytes

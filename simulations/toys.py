@@ -51,8 +51,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.runtime import resolve_device
-from rlvr_theory import checks, runner
+from rlvr_plumbing import checks, runner
+from rlvr_plumbing.runtime import resolve_device
 
 from . import categorical as sc
 
@@ -254,7 +254,7 @@ def check_size(name: str, *, steps: int | None = None, seeds: int | None = None,
     ...
     ValueError: rlvr-sim toys (--preset twostage-fig1: 6 settings, seeds=1000000000000, steps=1000) needs about ...
     """
-    from analysis.runtime import check_memory
+    from rlvr_plumbing.runtime import check_memory
 
     t = toy(name)
     S = t.seeds if seeds is None else checks.integer("seeds", seeds, low=1)

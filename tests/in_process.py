@@ -2,7 +2,7 @@
 
 Starting the console script in a subprocess costs 3-7 s of imports (torch, pandas, scipy) on a
 2-core machine; the error paths, overwrite policies and scale limits the reliability tests check
-are the code of ``rlvr_theory.runner.run``, which ``main(argv)`` runs too. Each command keeps one
+are the code of ``rlvr_plumbing.runner.run``, which ``main(argv)`` runs too. Each command keeps one
 test through its real console script (a full standard output, a closed pipe, a signal, ``python
 -m``); the others call :func:`run_in_process`. The thread settings a command applies are put back
 after each test by the autouse fixture of the root ``conftest.py``.

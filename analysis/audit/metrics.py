@@ -49,10 +49,11 @@ import numpy as np
 import pandas as pd
 
 from analysis import passk
+from rlvr_plumbing import checks
+from rlvr_plumbing.serialize import jsonable
 from rlvr_theory import advantages as _advantages
-from rlvr_theory import checks, entropy, groups, schedules, tail_miss
+from rlvr_theory import entropy, groups, schedules, tail_miss
 from rlvr_theory.advantages import Advantage
-from rlvr_theory.serialize import jsonable
 
 __all__ = ["group_table", "step_table", "which_advantage", "audit", "candidates", "DEFAULT_RTOL", "STEP_KEYS",
            "CHUNK_ROWS"]
@@ -862,7 +863,7 @@ def audit(rollouts: Any, *, advantage: str | Advantage | None = None, params: Ma
           entropy: Any = None, fade: Mapping[str, Any] | None = None, agrae: Mapping[str, Any] | None = None,
           bins: int = 10, rtol: float = DEFAULT_RTOL, sample_steps: int = 8, split: str = "train"
           ) -> dict[str, Any]:
-    """The ``report.json`` document of a run (JSON-safe: :func:`rlvr_theory.serialize.jsonable`).
+    """The ``report.json`` document of a run (JSON-safe: :func:`rlvr_plumbing.serialize.jsonable`).
 
     Keys: ``source`` (the readers' dict), ``group_size`` (int, or None when groups have
     unequal sizes), ``group_sizes`` ({rows per group: groups}), ``split``, ``advantage``

@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlvr_theory import checks
+from rlvr_plumbing import checks
 
 __all__ = ["FORMATS", "COLUMNS", "SPLITS", "Rollouts", "read", "detect_format", "list_files"]
 

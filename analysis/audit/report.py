@@ -6,8 +6,8 @@ into a directory holding ``report.md``, ``report.html`` (every plot embedded as 
 no external file or script), ``report.json`` and the PNGs.  The page is rendered by the same
 code as the ``rlvr-diff`` report (:func:`analysis.report.render_markdown`,
 :func:`analysis.report.render_html`, :func:`analysis.report.to_json`).  The directory is built
-beside ``out`` and renamed into place when complete (:func:`analysis.io.atomic_dir`); ``out``
-is checked before any work (:func:`analysis.io.check_out`).
+beside ``out`` and renamed into place when complete (:func:`rlvr_plumbing.io.atomic_dir`); ``out``
+is checked before any work (:func:`rlvr_plumbing.io.check_out`).
 
 Sections, in order:
 
@@ -24,7 +24,7 @@ Sections, in order:
 7. **Series against step**: each series on the run's own step axis, with a centred rolling
    mean over a tenth of the run (:func:`rolling_window`).
 
-Numbers in tables use :func:`rlvr_theory.serialize.fmt_number` with 4 significant digits.
+Numbers in tables use :func:`rlvr_plumbing.serialize.fmt_number` with 4 significant digits.
 The report is drawn from the document and the per-step table alone; without the table it is
 drawn from ``doc["steps"]``, so a saved ``report.json`` can be rendered again:
 ``write_report(json.load(open(p)), None, out)``.
@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rlvr_theory.serialize import fmt_number
+from rlvr_plumbing.io import atomic_dir, atomic_write, atomic_write_text, check_out
+from rlvr_plumbing.serialize import fmt_number
 
-from ..io import atomic_dir, atomic_write, atomic_write_text, check_out
 from ..report import Block, Page, coincides_with, new_figure, png_bytes, render_html, render_markdown, to_json
 
 __all__ = ["write_report", "render", "check_report_out", "rolling_window", "REPORT_FILES", "REPORT_MARKERS",
@@ -640,7 +640,7 @@ def _is_audit_doc(path: Path) -> bool:
 
 
 def check_report_out(out: Any, *, overwrite: bool = False, arg: str = "out") -> Path:
-    """:func:`analysis.io.check_out` for a report directory, and a non-empty ``out`` without
+    """:func:`rlvr_plumbing.io.check_out` for a report directory, and a non-empty ``out`` without
     ``overwrite`` must hold an earlier *audit* report (its report.json has ``source`` and
     ``steps``), not another command's report.  Returns ``Path(out)``.
 

@@ -27,7 +27,7 @@ import pandas as pd
 from scipy import optimize
 
 from analysis import passk
-from rlvr_theory import checks
+from rlvr_plumbing import checks
 
 from ..registry import Claim, FigureSpec, register
 from ._style import paper_note, subplots

@@ -1,10 +1,10 @@
 """Run directories: atomic checkpoints, metrics files, finding the last complete checkpoint.
 
 Nothing appears under a final name half-written: a checkpoint is built by
-:func:`analysis.io.atomic_dir` in a temporary directory ``.checkpoint-000010.XXXX.tmp`` next to
-its final place and renamed when complete; JSON files go through :func:`analysis.io.write_json`
+:func:`rlvr_plumbing.io.atomic_dir` in a temporary directory ``.checkpoint-000010.XXXX.tmp`` next to
+its final place and renamed when complete; JSON files go through :func:`rlvr_plumbing.io.write_json`
 (strict JSON: NaN as ``null``, ±inf as ``"inf"``/``"-inf"``) and metrics files through
-:func:`analysis.io.atomic_write`.
+:func:`rlvr_plumbing.io.atomic_write`.
 
 A checkpoint directory holds ``model.safetensors`` + ``config.json`` (``save_pretrained``),
 the tokenizer files, ``task.json`` (the task spec) and, for GRPO, ``trainer_state.json`` plus
@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.io import atomic_dir, atomic_write, write_json
-from rlvr_theory.serialize import dumps, jsonable
+from rlvr_plumbing.io import atomic_dir, atomic_write, write_json
+from rlvr_plumbing.serialize import dumps, jsonable
 
 __all__ = ["save_model_dir", "checkpoint_name", "latest_checkpoint", "list_checkpoints",
            "clean_partial", "remove_tree", "MetricsLog", "write_json", "read_json"]
@@ -34,7 +34,7 @@ _CKPT = re.compile(r"^checkpoint-(\d{6,})$")
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    """The JSON document in ``path`` (written by :func:`write_json`, i.e. :func:`analysis.io.write_json`)."""
+    """The JSON document in ``path`` (written by :func:`write_json`, i.e. :func:`rlvr_plumbing.io.write_json`)."""
     return json.loads(Path(path).read_text())
 
 
@@ -109,7 +109,7 @@ class MetricsLog:
     """Rows of per-step metrics, written to ``metrics.jsonl`` and ``metrics.csv`` atomically.
 
     ``columns`` fixes the leading column order; keys not listed are appended in first-seen
-    order.  Values follow the JSON policy of :mod:`rlvr_theory.serialize` (NaN as ``null``,
+    order.  Values follow the JSON policy of :mod:`rlvr_plumbing.serialize` (NaN as ``null``,
     written empty in the CSV; ±inf as ``"inf"``/``"-inf"``).
     """
 

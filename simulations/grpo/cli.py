@@ -13,7 +13,7 @@
 The flags of every subcommand are generated from the fields of its settings dataclass in
 :mod:`simulations.grpo.config` (``--group-size`` for ``GRPOConfig.group_size``; the help shows
 each field's default).  Parsing, dispatch, errors and ``--threads`` are those of
-:mod:`rlvr_theory.runner`: a bad setting prints ``rlvr-train: error: MESSAGE`` (naming the
+:mod:`rlvr_plumbing.runner`: a bad setting prints ``rlvr-train: error: MESSAGE`` (naming the
 flag) and exits with status 2 before any work starts.
 """
 
@@ -27,8 +27,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.io import check_out
-from rlvr_theory import runner
+from rlvr_plumbing import runner
+from rlvr_plumbing.io import check_out
 
 from .config import EVAL_FILES, EvalConfig, GRPOConfig, SFTConfig, SweepConfig, check_out_dir, read_run_settings
 
@@ -50,9 +50,9 @@ _EXCLUSIVE = (("init", "preset"), ("advantage", "schedule"))
 
 def add_run_settings(parser: argparse.ArgumentParser, cls: type, *, exclude: Iterable[str] = (),
                      required: Iterable[str] = ("out",)) -> None:
-    """One flag per field of the settings dataclass ``cls`` (:func:`rlvr_theory.runner.add_settings`),
+    """One flag per field of the settings dataclass ``cls`` (:func:`rlvr_plumbing.runner.add_settings`),
     ``--init``/``--preset`` and ``--advantage``/``--schedule`` mutually exclusive, and ``--threads``
-    (:func:`rlvr_theory.runner.add_threads_option`) for a class with a ``threads`` field."""
+    (:func:`rlvr_plumbing.runner.add_threads_option`) for a class with a ``threads`` field."""
     exclude = set(exclude)
     names = {f.name for f in dataclasses.fields(cls)} - exclude
     grouped: list[str] = []
@@ -172,8 +172,8 @@ def _rare_set(cfg: EvalConfig, task: Any) -> Any:
 
     The library functions get the settings' names as their ``what`` (``nll_rare_set``,
     ``nll_rare_base``), so that every refusal starts with the flag as typed
-    (:func:`rlvr_theory.runner.error_message`), then names the file and what was expected."""
-    from rlvr_theory import checks
+    (:func:`rlvr_plumbing.runner.error_message`), then names the file and what was expected."""
+    from rlvr_plumbing import checks
 
     from .evaluate import RARE_SET_EXPECTED, RareSet, rare_correct_set
 

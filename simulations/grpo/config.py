@@ -2,7 +2,7 @@
 
 One dataclass per run kind; each field carries its ``help`` (and ``choices`` where the set is
 fixed) in its metadata, and the command line ``rlvr-train`` is generated from the fields by
-:func:`rlvr_theory.runner.add_settings` (the help shows each field's default).  Adding a
+:func:`rlvr_plumbing.runner.add_settings` (the help shows each field's default).  Adding a
 setting is one line: a field with its help.
 
 * :class:`RunSettings` — what SFT and GRPO share (output, task, model, optimiser, seed,
@@ -13,7 +13,7 @@ setting is one line: a field with its help.
 * :class:`SweepConfig` — :func:`simulations.grpo.sweep.run_sweep` (``rlvr-train sweep``).
 
 ``validate()`` refuses a bad setting before any work starts, with the checks of
-:mod:`rlvr_theory.checks`; advantages and schedules are looked up in their registries
+:mod:`rlvr_plumbing.checks`; advantages and schedules are looked up in their registries
 (:mod:`rlvr_theory.advantages`, :mod:`rlvr_theory.schedules`), tasks in
 :mod:`simulations.grpo.tasks`.
 
@@ -41,9 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.io import check_out, read_json_object
-from analysis.runtime import check_memory, resolve_device
-from rlvr_theory import advantages, checks, schedules
+from rlvr_plumbing import checks
+from rlvr_plumbing.io import check_out, read_json_object
+from rlvr_plumbing.runtime import check_memory, resolve_device
+from rlvr_theory import advantages, schedules
 from rlvr_theory.advantages import Advantage
 
 from . import models, tasks
@@ -89,7 +90,7 @@ _OVERWRITE_HELP = "replace a non-empty --out that this command did not write (de
 
 def check_out_dir(out: Any, *, resume: bool = False, overwrite: bool = False,
                   markers: Iterable[str] | None = None, resumable: bool = True, arg: str = "out") -> Path:
-    """The output directory of a run, checked before any work (:func:`analysis.io.check_out`).
+    """The output directory of a run, checked before any work (:func:`rlvr_plumbing.io.check_out`).
 
     Without ``resume``: not a file, not under a file, writable, and new or empty (or holding
     one of ``markers``: an earlier output of the same command) unless ``overwrite``; an
@@ -162,7 +163,7 @@ def _unwrap(tp: Any) -> Any:
 def read_run_settings(run_dir: str | os.PathLike, cls: type | None = None) -> dict[str, Any] | None:
     """The settings saved in ``RUN/run_config.json`` (``None`` if there is none).
 
-    The file holds the run-metadata block of :func:`analysis.runtime.run_metadata`; the
+    The file holds the run-metadata block of :func:`rlvr_plumbing.runtime.run_metadata`; the
     settings are its ``settings`` entry (a file written before that block existed holds the
     settings at its top level).  A file that is not JSON, not an object, the record of
     another kind of run (``"kind": "sft"``), or whose settings miss a field of ``cls``
@@ -266,7 +267,7 @@ class RunSettings:
 
     def _check_memory(self, task: tasks.Task, *, sequences: int, new_tokens: int, train_rows: int,
                       reference: bool, what: str, memory_preset: str | None = None) -> None:
-        """Refuse a run whose model and batches cannot fit (:func:`analysis.runtime.check_memory`),
+        """Refuse a run whose model and batches cannot fit (:func:`rlvr_plumbing.runtime.check_memory`),
         estimated from the settings by :func:`simulations.grpo.models.memory_needed` (plus, with
         ``memory_preset``, the memory model of distribution-level calibration: its weights, AdamW
         state, sampling and one training pass over the same rows)."""

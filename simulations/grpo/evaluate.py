@@ -49,10 +49,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from analysis.io import atomic_dir
 from analysis.passk import pass_at_k
-from analysis.runtime import check_memory, resolve_device
-from rlvr_theory import checks
+from rlvr_plumbing import checks
+from rlvr_plumbing.io import atomic_dir
+from rlvr_plumbing.runtime import check_memory, resolve_device
 
 from . import checkpoint as ck
 from . import models, rollout, tasks
@@ -185,7 +185,7 @@ class RareSet:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the set to ``path`` (one ``.npz`` file; :meth:`load` reads it back)."""
-        from analysis.io import atomic_write
+        from rlvr_plumbing.io import atomic_write
 
         arrays = {k: getattr(self, k).cpu().numpy() for k in ("prompt_ids", "prompt_mask", "response_ids",
                                                                "response_mask")}
@@ -549,7 +549,7 @@ def _evaluate(checkpoint, *, task, k, n, problems, max_new_tokens, temperature, 
 
 def write_result(res: EvalResult, out: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """``eval.json`` (summary) and ``per_problem.csv`` into directory ``out``, which appears
-    complete or not at all (:func:`analysis.io.atomic_dir`).  An existing non-empty ``out``
+    complete or not at all (:func:`rlvr_plumbing.io.atomic_dir`).  An existing non-empty ``out``
     is replaced only if it holds an earlier ``eval.json``, or with ``overwrite``."""
     def fill(tmp: Path) -> None:
         ck.write_json(tmp / "eval.json", res.summary())

@@ -70,7 +70,7 @@ from typing import NamedTuple
 
 import torch
 
-from rlvr_theory import checks
+from rlvr_plumbing import checks
 
 __all__ = ["LOSSES", "SEQUENCE_LOSSES", "AGGREGATIONS", "LossStats", "aggregate", "per_token_loss", "kl_k3",
            "policy_loss"]

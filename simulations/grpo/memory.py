@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from rlvr_theory import checks
+from rlvr_plumbing import checks
 
 from . import models
 from .rollout import Rollouts, token_logprobs

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from analysis.checkpoints import open_checkpoint
-from analysis.runtime import resolve_device
-from rlvr_theory.runner import apply_threads
+from rlvr_plumbing.runner import apply_threads
+from rlvr_plumbing.runtime import resolve_device
 
 __all__ = ["PRESETS", "build_model", "check_model_dir", "check_weights", "first_non_finite", "load_policy",
            "model_shape", "memory_needed", "prepare_policy", "torch_threads",
@@ -61,7 +61,7 @@ def quiet_transformers() -> Iterator[None]:
 def torch_threads(n: int | None) -> Iterator[None]:
     """Use ``n`` CPU threads inside the block (``None``: leave as is), then restore torch's count.
 
-    The threads are set by :func:`rlvr_theory.runner.apply_threads`, as ``--threads`` of every
+    The threads are set by :func:`rlvr_plumbing.runner.apply_threads`, as ``--threads`` of every
     command line is (torch's intra-op threads and the BLAS/OpenMP pools).
     """
     old = torch.get_num_threads()

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from rlvr_theory.registry import Registry
+from rlvr_plumbing.registry import Registry
 
 from .config import GRPOConfig
 

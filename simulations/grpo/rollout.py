@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlvr_theory import checks
+from rlvr_plumbing import checks
 
 __all__ = ["Rollouts", "encode_prompts", "sample", "token_logprobs", "decode_responses", "score"]
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from analysis.io import atomic_dir
-from analysis.runtime import resolve_device, run_metadata
+from rlvr_plumbing.io import atomic_dir
+from rlvr_plumbing.runtime import resolve_device, run_metadata
 
 from . import checkpoint as ck
 from . import models, rollout, tasks
@@ -67,7 +67,7 @@ def train_sft(cfg: SFTConfig) -> Path:
     ``cfg.threads`` applies for the duration of the call.
 
     The whole output directory is built in a temporary sibling and renamed at the end
-    (:func:`analysis.io.atomic_dir`): a run that fails or is killed leaves nothing under
+    (:func:`rlvr_plumbing.io.atomic_dir`): a run that fails or is killed leaves nothing under
     ``OUT``.  A diverging run (a non-finite loss, gradient or weight) stops with a message
     naming the step and ``--lr``.
     """

@@ -27,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.io import atomic_write, atomic_write_text
+from rlvr_plumbing.io import atomic_write, atomic_write_text
 
 from . import checkpoint as ck
 from .config import SweepConfig

@@ -49,8 +49,8 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from rlvr_theory import checks
-from rlvr_theory.registry import Registry
+from rlvr_plumbing import checks
+from rlvr_plumbing.registry import Registry
 
 __all__ = [
     "Problem",
@@ -280,7 +280,7 @@ def read_spec(directory: str | os.PathLike, *, what: str = "init") -> dict[str, 
     ...
     ValueError: init: file '.../task.json' must hold a JSON object with the task's 'name', got a list
     """
-    from analysis.io import read_json_object
+    from rlvr_plumbing.io import read_json_object
 
     path = Path(directory) / "task.json"
     if not path.is_file():

@@ -30,7 +30,7 @@ One step (FADE Alg. 1-2; F-GRPO Sec. 2.2):
    tokenizer, task and trainer state, written to a temporary name and renamed.
 
 A new run's directory is built in a hidden temporary sibling (``.OUT.XXXX.tmp``) and renamed to
-``out`` together with its first checkpoint (:func:`analysis.io.atomic_dir`): a run that stops
+``out`` together with its first checkpoint (:func:`rlvr_plumbing.io.atomic_dir`): a run that stops
 before it (disk full, divergence, Ctrl-C, a failing ``callback``) leaves nothing under ``out``, so
 the same ``out`` can be used again, and ``overwrite`` replaces an earlier run only at that moment.
 
@@ -73,9 +73,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from analysis.io import atomic_dir
-from analysis.runtime import resolve_device, run_metadata
 from analysis.spectra import successive_alignment
+from rlvr_plumbing.io import atomic_dir
+from rlvr_plumbing.runtime import resolve_device, run_metadata
 from rlvr_theory import masses as _masses
 from rlvr_theory import schedules
 from rlvr_theory.advantages import Advantage
@@ -184,7 +184,7 @@ def write_rollout_log(run_dir: str | Path, step: int, prompts: list[str], reward
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from analysis.io import atomic_write
+    from rlvr_plumbing.io import atomic_write
 
     B, G = rewards.shape
     table = pa.table({
@@ -328,7 +328,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
     model, tok = models.prepare_policy(task, init=cfg.init, preset=cfg.preset, seed=cfg.seed, device=dev)
     resume_from = _prepare_out(cfg, out)  # after loading --init: a bad model leaves no directory
     # a fresh run is built in a hidden temporary sibling of out (run_dir) and renamed to out with its
-    # first checkpoint (analysis.io.atomic_dir): a run that stops before it (disk full, divergence,
+    # first checkpoint (rlvr_plumbing.io.atomic_dir): a run that stops before it (disk full, divergence,
     # Ctrl-C) leaves nothing under out, and --overwrite replaces an earlier run only then
     fresh = not cfg.resume
     run_dir = out

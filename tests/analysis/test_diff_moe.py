@@ -19,7 +19,7 @@ import pytest
 from analysis import diff_cli
 from analysis import report as rp
 from analysis import weight_diff as wd
-from rlvr_theory.serialize import fmt_number
+from rlvr_plumbing.serialize import fmt_number
 from tests.analysis import tiny_checkpoints as tc
 
 MOE = ("qwen3_moe", "mixtral")

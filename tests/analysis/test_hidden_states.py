@@ -215,7 +215,7 @@ def test_refusals(tmp_path):
 
 def test_settings_follow_the_shared_checks_and_the_run_block_records_them():
     """batch_size: integral floats and numpy integers are integers, bool is not
-    (rlvr_theory.checks); the document carries the run block of the arguments."""
+    (rlvr_plumbing.checks); the document carries the run block of the arguments."""
     ck = str(tc.qwen2_base())
     ro = _rollouts(seed=5, n=4)
     docs = [hs.geometry(ck, ro, batch_size=b, progress=False) for b in (2, 2.0, np.int64(2))]

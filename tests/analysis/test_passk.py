@@ -107,7 +107,7 @@ def test_bad_input_is_refused(kwargs, match):
 
 def test_integer_arguments_follow_the_shared_policy():
     """n, c, k, m, iterations, groups, starts, seed: integral floats and numpy integers are
-    integers, bool is not (rlvr_theory.checks), as scalars and inside arrays."""
+    integers, bool is not (rlvr_plumbing.checks), as scalars and inside arrays."""
     want = pk.pass_at_k(10, 3, 4)
     for n, c, k in [(10.0, 3.0, 4.0), (np.int64(10), np.int32(3), np.float64(4)), (10, [3.0], np.array([4]))]:
         np.testing.assert_allclose(pk.pass_at_k(n, c, k), want, rtol=0, atol=0)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import diff_cli, hidden_states, io, weight_diff
+from analysis import diff_cli, hidden_states, weight_diff
+from rlvr_plumbing import io
 from tests.analysis import tiny_checkpoints as tc
 from tests.in_process import run_in_process
 

@@ -66,14 +66,14 @@ def test_report_files_are_complete_and_self_contained(doc2, tmp_path):
 
 
 def test_json_is_strict_with_non_finite_values():
-    """One JSON policy (rlvr_theory.serialize): NaN → null, ±inf → "inf"/"-inf"."""
+    """One JSON policy (rlvr_plumbing.serialize): NaN → null, ±inf → "inf"/"-inf"."""
     assert report.to_json({"a": math.inf, "b": [1.0, math.nan], "c": {"d": -math.inf}}) == \
         json.dumps({"a": "inf", "b": [1.0, None], "c": {"d": "-inf"}}, indent=1)
     _strict(report.to_json({"a": math.inf, "b": math.nan}))
 
 
 def test_table_numbers_use_the_shared_formatter():
-    """rlvr_theory.serialize.fmt_number with the report's look: 4 significant digits,
+    """rlvr_plumbing.serialize.fmt_number with the report's look: 4 significant digits,
     thousands separators for integers, — for a missing value, ∞ for an infinite one."""
     assert [report._fmt(x) for x in (0.123456, 1234567, 16.0, None, math.nan, math.inf, 2.5e-7)] == \
         ["0.1235", "1,234,567", "16", "—", "—", "∞", "2.5e-07"]

@@ -499,7 +499,7 @@ def test_bad_input_is_refused_naming_the_argument(call, match):
 
 def test_integer_arguments_follow_the_shared_policy():
     """k, n_vectors, r, n_iter, block_rows, seed: integral floats and numpy integers are
-    integers, bool is not (rlvr_theory.checks)."""
+    integers, bool is not (rlvr_plumbing.checks)."""
     W = np.diag([3.0, 2.0, 1.0])
     for k in (2, 2.0, np.int64(2), np.float64(2)):
         np.testing.assert_allclose(spectra.singular_values(W, k=k), [3.0, 2.0])
@@ -596,6 +596,6 @@ def test_cuda_graded_spectrum_and_auto_device():
 
 
 def test_resolve_device_is_the_one_of_analysis_runtime():
-    from analysis import runtime
+    from rlvr_plumbing import runtime
 
     assert spectra.resolve_device is runtime.resolve_device

@@ -433,7 +433,7 @@ def test_refuses_nan_in_a_checkpoint_naming_it(tmp_path, planted):
 
 
 def test_top_k_follows_the_integer_policy_and_the_run_block_records_it(planted):
-    """Integral floats and numpy integers are integers (rlvr_theory.checks); the document
+    """Integral floats and numpy integers are integers (rlvr_plumbing.checks); the document
     carries the run block with the arguments."""
     base, rl, *_ = planted
     docs = [wd.diff(str(base), [str(rl)], top_k=k, layers="head", progress=False) for k in (8, 8.0, np.int64(8))]

@@ -1,4 +1,4 @@
-"""Imports point one way: rlvr_theory <- analysis <- simulations / integrations <- figures
+"""Imports point one way: rlvr_plumbing <- rlvr_theory <- analysis <- simulations / integrations <- figures
 (docs: README "Layout"); nothing imports integrations."""
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("rlvr_theory", "analysis", "simulations", "integrations", "figures")
+PACKAGES = ("rlvr_plumbing", "rlvr_theory", "analysis", "simulations", "integrations", "figures")
 ALLOWED = {
-    "rlvr_theory": set(),
-    "analysis": {"rlvr_theory"},
-    "simulations": {"rlvr_theory", "analysis"},
-    "integrations": {"rlvr_theory", "analysis"},
-    "figures": {"rlvr_theory", "analysis", "simulations"},
+    "rlvr_plumbing": set(),
+    "rlvr_theory": {"rlvr_plumbing"},
+    "analysis": {"rlvr_plumbing", "rlvr_theory"},
+    "simulations": {"rlvr_plumbing", "rlvr_theory", "analysis"},
+    "integrations": {"rlvr_plumbing", "rlvr_theory", "analysis"},
+    "figures": {"rlvr_plumbing", "rlvr_theory", "analysis", "simulations"},
 }
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import figures
 from figures import cli, registry
-from rlvr_theory.serialize import fmt_number
+from rlvr_plumbing.serialize import fmt_number
 from tests.figures.test_paper_marks import unmarked_claims
 
 ROOT = Path(__file__).resolve().parents[2]

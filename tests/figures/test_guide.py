@@ -146,7 +146,8 @@ def test_guide_command_rewrites_only_the_generated_part_and_checks(tmp_path, cap
 
 
 def test_family_labels_and_flags_select_the_registry_families():
-    from rlvr_theory import advantages, runner
+    from rlvr_plumbing import runner
+    from rlvr_theory import advantages
 
     for name, params in guide.FAMILIES:
         flags = guide.param_flags(params).split()

@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import io
 from figures import cli, registry
 from figures.registry import Claim, FigureSpec
+from rlvr_plumbing import io
 from tests.in_process import run_in_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -149,7 +149,7 @@ def test_disk_full_writing_a_figure_leaves_no_temporary_file(tmp_path, monkeypat
 @pytest.mark.parametrize("fails", ["csv", "png"])
 def test_disk_full_on_a_new_out_folder_leaves_nothing(tmp_path, monkeypatch, capsys, fails):
     """``--out`` that does not exist yet appears with the first figure's files, complete (built in a
-    hidden temporary sibling and renamed, :func:`analysis.io.atomic_dir`): a full disk while writing
+    hidden temporary sibling and renamed, :func:`rlvr_plumbing.io.atomic_dir`): a full disk while writing
     them leaves no folder, and the message names the file under ``--out``."""
     import matplotlib.figure
 

@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rlvr_theory import advantages, cli, masses, runner, tail_miss, variance
+from rlvr_plumbing import runner
+from rlvr_theory import advantages, cli, masses, tail_miss, variance
 from tests.in_process import run_in_process
 from tests.rlvr_theory.test_advantages import Halved  # a family registered by a user
 

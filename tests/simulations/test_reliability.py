@@ -67,12 +67,12 @@ def test_out_checks_through_the_console_script(tmp_path):
 
 @pytest.mark.parametrize("name", list(FAST))
 def test_unwritable_out_is_refused_before_work(tmp_path, name, capsys, monkeypatch):
-    import analysis.io
+    import rlvr_plumbing.io
 
     def read_only(*a, **k):
         raise OSError(errno.EROFS, "Read-only file system")
 
-    monkeypatch.setattr(analysis.io.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(rlvr_plumbing.io.tempfile, "mkstemp", read_only)
     ran = []
     monkeypatch.setattr(sc, "simulate", lambda *a, **k: ran.append(1))  # nothing may run
     monkeypatch.setattr(lh, "simulate_toy", lambda *a, **k: ran.append(1))

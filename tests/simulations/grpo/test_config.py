@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from rlvr_theory import runner
+from rlvr_plumbing import runner
 from simulations.grpo import checkpoint as ck
 from simulations.grpo import cli, config, evaluate, sft, sweep, trainer
 
@@ -141,7 +141,7 @@ def test_eval_defaults_are_those_of_the_settings():
 
 def test_run_settings_round_trip(tmp_path):
     cfg = config.GRPOConfig(out=str(tmp_path), advantage="asym_grpo", params={"delta": 0.5}, reward_values=(-1, 1))
-    from analysis.runtime import run_metadata
+    from rlvr_plumbing.runtime import run_metadata
 
     ck.write_json(tmp_path / "run_config.json", {"kind": "grpo", **run_metadata(cfg.to_json(), seed=0)})
     back = config.read_run_settings(tmp_path)

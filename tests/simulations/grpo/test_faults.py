@@ -4,7 +4,7 @@
   and what was expected (never ``base:``, never numpy's advice to load with ``allow_pickle``);
 * ``grpo`` on a full disk, or diverging, before its first checkpoint leaves nothing under
   ``--out`` (the run folder is built in a hidden temporary sibling and renamed into place with
-  its first checkpoint, :func:`analysis.io.atomic_dir`), so a rerun to the same ``--out`` works.
+  its first checkpoint, :func:`rlvr_plumbing.io.atomic_dir`), so a rerun to the same ``--out`` works.
 """
 
 from __future__ import annotations

@@ -261,11 +261,11 @@ def test_bad_output_locations_are_refused_before_any_work(base, tmp_path, capsys
     assert err.startswith("rlvr-train: error: --out: ") and "is an existing file" in err
     err = _fails(_outputs(base, tmp_path / "file" / "sub")[command], capsys)
     assert err.startswith("rlvr-train: error: --out: ") and "lies under the file" in err
-    import analysis.io
+    import rlvr_plumbing.io
 
     def read_only(*a, **k):
         raise OSError(errno.EROFS, "Read-only file system")
-    monkeypatch.setattr(analysis.io.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(rlvr_plumbing.io.tempfile, "mkstemp", read_only)
     err = _fails(_outputs(base, tmp_path / "ro")[command], capsys)
     assert err.startswith("rlvr-train: error: --out: cannot write in ") and "Read-only file system" in err
     assert sorted(os.listdir(tmp_path)) == ["file"]

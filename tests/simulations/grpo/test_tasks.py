@@ -8,7 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from rlvr_theory import runner, schedules
+from rlvr_plumbing import runner
+from rlvr_theory import schedules
 from simulations.grpo import config, tasks, tokenizer
 
 

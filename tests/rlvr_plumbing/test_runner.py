@@ -1,4 +1,4 @@
-"""The one CLI runner (rlvr_theory.runner): dispatch, errors naming the flag, Ctrl-C, closed
+"""The one CLI runner (rlvr_plumbing.runner): dispatch, errors naming the flag, Ctrl-C, closed
 pipes, --threads, the shared --param syntax and the settings dataclass -> flags generator."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Optional
 
 import pytest
 
-from rlvr_theory import runner
+from rlvr_plumbing import runner
 
 
 @dataclasses.dataclass
@@ -226,7 +226,7 @@ def test_cli_defaults_of_the_side_by_side_commands():
 
 
 def test_apply_threads_sets_torch_and_the_environment():
-    code = ("import os, torch; from rlvr_theory import runner; n = runner.apply_threads(2); "
+    code = ("import os, torch; from rlvr_plumbing import runner; n = runner.apply_threads(2); "
             "print(n, torch.get_num_threads(), os.environ['OMP_NUM_THREADS']); "
             "print(runner.apply_threads(None) == runner.default_threads() == torch.get_num_threads())")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
@@ -250,7 +250,7 @@ def test_console_entry_point_exits_with_the_status(monkeypatch, capsys):
 
 def test_closed_pipe_exits_141_quietly():
     """A reader that is gone before the first write: exit status 141 and nothing on stderr."""
-    code = ("import argparse; from rlvr_theory import runner\n"
+    code = ("import argparse; from rlvr_plumbing import runner\n"
             "def build():\n"
             "    ap = argparse.ArgumentParser(prog='demo'); ap.set_defaults(func=lambda a: 'x' * 100000)\n"
             "    return ap\n"

@@ -1,5 +1,5 @@
 """The one JSON policy (NaN -> null, ±inf -> "inf"/"-inf", always valid JSON) and the one
-number formatter of tables and reports (rlvr_theory.serialize)."""
+number formatter of tables and reports (rlvr_plumbing.serialize)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlvr_theory.serialize import dumps, fmt_number, jsonable
+from rlvr_plumbing.serialize import dumps, fmt_number, jsonable
 
 
 def test_non_finite_numbers_follow_the_policy():

@@ -1,11 +1,11 @@
-"""The one generic registry (rlvr_theory.registry.Registry): registration, collisions, lookups
+"""The one generic registry (rlvr_plumbing.registry.Registry): registration, collisions, lookups
 that list the names, unregistering and the test context manager."""
 
 from __future__ import annotations
 
 import pytest
 
-from rlvr_theory.registry import Registry
+from rlvr_plumbing.registry import Registry
 
 
 def _shapes(**kw) -> Registry:

@@ -1,4 +1,4 @@
-"""The one validation policy (rlvr_theory.checks): integers, numbers, probabilities, choices,
+"""The one validation policy (rlvr_plumbing.checks): integers, numbers, probabilities, choices,
 arrays and random sources, with messages that name the argument and show the value."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from rlvr_theory import checks
+from rlvr_plumbing import checks
 
 
 # ----------------------------------------------------------------- integer
