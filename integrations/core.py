@@ -1,9 +1,10 @@
-"""What the TRL and verl adapters share: one advantage policy per run.
+"""What the TRL and verl adapters share: the run's :class:`rlvr_theory.policy.Policy` and the
+syntax of its parameter string.
 
-:class:`Policy` holds the registry family (or schedule) a run uses, checks the choices when it
-is built, before any generation, and turns one batch of rewards into advantages and the
-papers' per-step diagnostics (:func:`rlvr_theory.groups.summary`).  The adapters only move
-data between their trainer and :meth:`Policy.step`.
+:class:`~rlvr_theory.policy.Policy` holds the registry family (or schedule) a run uses, checks
+the choices when it is built, before any generation, and turns one batch of rewards into
+advantages and the papers' per-step diagnostics (:func:`rlvr_theory.groups.summary`).  The
+adapters only move data between their trainer and :meth:`~rlvr_theory.policy.Policy.step`.
 
 Examples
 --------
@@ -18,17 +19,11 @@ array([ 0.75, -0.5 , -0.5 , -0.5 ,  0.  ,  0.  ,  0.  ,  0.  ])
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
-import numpy as np
-
-from rlvr_plumbing import checks
 from rlvr_plumbing.runner import parse_params as _parse_items
-from rlvr_theory import advantages as _advantages
-from rlvr_theory import groups, schedules
-from rlvr_theory.advantages import Advantage
+from rlvr_theory.policy import Policy
 
 __all__ = ["Policy", "parse_params", "RESERVED"]
 
@@ -53,134 +48,3 @@ def parse_params(text: str | None) -> dict[str, Any]:
     if not text:
         return {}
     return _parse_items(s.strip() for s in _SPLIT.split(text))
-
-
-class Policy:
-    """The advantage a run uses, and its diagnostics per batch.
-
-    Parameters
-    ----------
-    advantage : str, optional
-        A registry family (:func:`rlvr_theory.advantages.names`); ``advantage_params`` its
-        parameters.  Exactly one of ``advantage`` and ``schedule`` is given.
-    schedule : str, optional
-        A schedule (:func:`rlvr_theory.schedules.names`) with ``schedule_params``; it advances
-        once per :meth:`step` from the batch solve rate and the entropy passed (else the last
-        one seen, else ``H0``).  ``steps`` (total training steps) and ``H0`` (initial entropy)
-        are what the trainer knows (:func:`rlvr_theory.schedules.get`).
-    success_threshold : float, optional
-        Reward at or above which a rollout succeeds (real-valued rewards).
-    singleton : {"zero", "raw"}
-        Advantage of a group of one rollout (:func:`rlvr_theory.groups.advantages`).
-    """
-
-    def __init__(self, advantage: str | None = None, advantage_params: dict | None = None,
-                 schedule: str | None = None, schedule_params: dict | None = None,
-                 success_threshold: float | None = None, singleton: str = "zero",
-                 steps: int | None = None, H0: float | None = None):
-        if (advantage is None) == (schedule is None):
-            raise ValueError("give exactly one of advantage (a registry family) and schedule; got "
-                             f"advantage={advantage!r}, schedule={schedule!r}")
-        self.success_threshold = (None if success_threshold is None
-                                  else checks.number("success_threshold", success_threshold))
-        self.singleton = checks.choice("singleton", singleton, ("zero", "raw"))
-        self.H0 = None if H0 is None else checks.number("H0", H0, low=0)
-        self.entropy: float | None = None
-        self.schedule = None
-        if schedule is not None:
-            if advantage_params:
-                raise ValueError("advantage_params go with advantage=; a schedule takes schedule_params")
-            params = dict(schedule_params or {})
-            if "H0" in params:  # FADE's initial entropy, typed by the user: also the entropy before any is seen
-                H0 = params.pop("H0")
-                self.H0 = None if H0 is None else checks.number("H0", H0, low=0)
-            self.schedule = schedules.get(schedule, steps=steps, H0=H0, **params)
-            self.advantage: Advantage = self.schedule.advantage
-        else:
-            if schedule_params:
-                raise ValueError("schedule_params go with schedule=; a family takes advantage_params")
-            self.advantage = _advantages.get(advantage, **dict(advantage_params or {}))  # type: ignore[arg-type]
-
-    @property
-    def name(self) -> str:
-        """The schedule's or the family's name."""
-        return self.schedule.name if self.schedule is not None else self.advantage.name
-
-    @property
-    def needs_threshold(self) -> bool:
-        """True if real-valued rewards need ``success_threshold`` (a family defined on success/failure)."""
-        return not self.advantage.graded or self.schedule is not None
-
-    def check_group_size(self, G: int, *, what: str = "group size") -> None:
-        """Refuse a group size below the family's minimum (``what`` names the trainer's setting)."""
-        G = checks.integer(what, G, low=1)
-        least = self.advantage.min_group_size()
-        if G < least:
-            raise ValueError(f"{what} must be >= {least} for {self.advantage!r}, got {G}")
-
-    # ------------------------------------------------------------------ step
-    def _success(self, r: np.ndarray) -> np.ndarray | None:
-        if self.success_threshold is None and not groups.is_binary(self.advantage, r):
-            return None  # real rewards, no threshold: no success/failure split
-        return groups.success(self.advantage, r, success_threshold=self.success_threshold)
-
-    def _advance(self, r: np.ndarray, s: np.ndarray | None, keep: np.ndarray, entropy: float | None) -> None:
-        if entropy is not None:
-            self.entropy = checks.number("entropy", entropy, low=0)
-        if s is None:
-            rw, rc = self.advantage.reward_values
-            raise ValueError(f"success_threshold is required by schedule {self.name!r}: the rewards are "
-                             f"real-valued, not R_w = {rw:g} or R_c = {rc:g}")
-        rw, rc = self.schedule.reward_values  # type: ignore[union-attr]
-        solve = float(s[keep].mean()) if keep.any() else 0.0
-        h = self.entropy if self.entropy is not None else (self.H0 if self.H0 is not None else 1.0)
-        self.advantage = self.schedule.update(reward_mean=rw + (rc - rw) * solve, entropy=h)  # type: ignore[union-attr]
-
-    def step(self, rewards: Any, index: Any = None, *, group_size: int | None = None, valid: Any = None,
-             lengths: Any = None, entropy: float | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-        """Advantages of one batch and its diagnostics.
-
-        Returns ``(A, metrics)``: ``A`` float64 (n,) from :func:`rlvr_theory.groups.advantages`
-        (0 on rows left out: ``valid`` False or NaN reward); ``metrics`` the keys of
-        :func:`rlvr_theory.groups.summary` (masses left out when real-valued rewards have no
-        ``success_threshold``), plus ``alpha``, ``delta``, ``omega`` of a schedule's current
-        advantage where it has them.  No value is NaN.
-        """
-        r = groups.check_rewards(rewards)
-        keep = ~np.isnan(r) if valid is None else (np.asarray(valid, dtype=bool) & ~np.isnan(r))
-        codes = groups.group_codes(r.size, index, group_size=group_size, valid=keep)
-        s = self._success(np.where(keep, r, np.nan))
-        if self.schedule is not None:
-            self._advance(r, s, keep, entropy)
-        A = groups.advantages(self.advantage, r, lengths=lengths, success_threshold=self.success_threshold,
-                              singleton=self.singleton, codes=codes)
-        if s is None:
-            gs = groups.stats(A, np.zeros(r.size, bool), codes=codes)
-            metrics = {k: v for k, v in groups.summary(gs).items()
-                       if k in ("n_groups", "group_size", "abs_adv_sum")}
-        else:
-            metrics = groups.summary(groups.stats(A, s, codes=codes))
-        for key in ("alpha", "delta", "omega") if self.schedule is not None else ():
-            v = self.advantage.params.get(key)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
-                metrics[key] = float(v)
-        return A, {k: v for k, v in metrics.items() if v is not None}
-
-    # ----------------------------------------------------------------- state
-    def state_dict(self) -> dict[str, Any]:
-        """The schedule's state and the last entropy seen (JSON-able); empty for a fixed family."""
-        if self.schedule is None:
-            return {}
-        return {"schedule": self.schedule.name, "state": self.schedule.state_dict(), "entropy": self.entropy}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (a fixed family ignores an empty state)."""
-        if self.schedule is None:
-            if state:
-                raise ValueError("state holds a schedule's state, but this policy has no schedule")
-            return
-        if state.get("schedule") != self.schedule.name:
-            raise ValueError(f"state is of schedule {state.get('schedule')!r}, this policy runs {self.schedule.name!r}")
-        self.schedule.load_state_dict(state["state"])
-        self.entropy = state.get("entropy")
-        self.advantage = self.schedule.advantage
