@@ -52,8 +52,9 @@ from analysis import passk
 from rlvr_plumbing import checks
 from rlvr_plumbing.serialize import jsonable
 from rlvr_theory import advantages as _advantages
-from rlvr_theory import entropy, groups, schedules, tail_miss
+from rlvr_theory import entropy, groups, tail_miss
 from rlvr_theory.advantages import Advantage
+from rlvr_theory.policy import Policy
 
 __all__ = ["group_table", "step_table", "which_advantage", "audit", "candidates", "DEFAULT_RTOL", "STEP_KEYS",
            "CHUNK_ROWS"]
@@ -557,22 +558,20 @@ def _schedule_columns(steps: np.ndarray, solve: np.ndarray, H: np.ndarray | None
     and entropy (the last one given carries forward; before the first, ``H0``).  Without an
     entropy series δ is NaN: FADE sets it from an EMA of the entropy.
     """
-    fkw = dict(fade or {})
     first = None if H is None or np.all(np.isnan(H)) else float(H[~np.isnan(H)][0])
-    H0 = fkw.pop("H0", first)
-    f = schedules.get("fade", H0=H0, **fkw)
-    a = schedules.get("agrae", **dict(agrae or {}))
-    h_last = f.H0
+    f = Policy(schedule="fade", schedule_params=fade, H0=first)   # a typed H0 wins (Policy's rule)
+    a = Policy(schedule="agrae", schedule_params=agrae)
     alpha, delta, omega = (np.full(steps.size, np.nan) for _ in range(3))
     for i, p in enumerate(solve):
-        if H is not None and not np.isnan(H[i]):
-            h_last = float(H[i])
+        h = None if H is None or np.isnan(H[i]) else float(H[i])   # None: the last one carries forward
         if np.isnan(p):
+            if h is not None:
+                f.entropy = h
             continue
-        adv = f.update(reward_mean=float(p), entropy=h_last)
+        adv = f.advance(reward_mean=float(p), entropy=h)
         alpha[i] = adv.params["alpha"]
         delta[i] = adv.params["delta"] if H is not None else np.nan
-        omega[i] = a.update(reward_mean=float(p)).params["omega"]
+        omega[i] = a.advance(reward_mean=float(p)).params["omega"]
     return {"fade_alpha": alpha, "fade_delta": delta, "agrae_omega": omega}
 
 
