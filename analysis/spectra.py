@@ -308,12 +308,6 @@ def _sqrt_clip(x: Arr) -> Arr:
     return torch.sqrt(torch.clamp(x, min=0.0)) if isinstance(x, torch.Tensor) else np.sqrt(np.maximum(x, 0.0))
 
 
-def _like_zeros(shape: tuple[int, ...], like: Arr) -> Arr:
-    if isinstance(like, torch.Tensor):
-        return torch.zeros(shape, dtype=torch.float64, device=like.device)
-    return np.zeros(shape)
-
-
 def _arange(lo: int, hi: int, like: Arr) -> Arr:
     return torch.arange(lo, hi, device=like.device) if isinstance(like, torch.Tensor) else np.arange(lo, hi)
 
