@@ -1,5 +1,5 @@
 """``python -m analysis`` = ``rlvr-diff``."""
 
-from .diff_cli import main_exit
+from .diff.cli import main_exit
 
 main_exit()

@@ -1,6 +1,6 @@
 """Checkpoint-diff and hidden-state reports: Markdown, self-contained HTML, JSON and PNGs.
 
-:func:`write_report` turns the document of :func:`analysis.weight_diff.diff` into a
+:func:`write_report` turns the document of :func:`analysis.diff.diff` into a
 directory ``report.md``, ``report.html`` (every plot embedded as a base64 PNG, no external
 file or script), ``report.json`` and the PNGs; :func:`write_hidden_states_report` does the
 same for :func:`analysis.hidden_states.geometry` (``hidden_states.*``).  Everything is
@@ -914,7 +914,7 @@ def _blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:
 
 def write_report(doc: dict, out: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Write ``report.md``, ``report.html``, ``report.json`` and the PNGs of a
-    :func:`analysis.weight_diff.diff` document into directory ``out`` (atomically).
+    :func:`analysis.diff.diff` document into directory ``out`` (atomically).
 
     ``out`` may not exist yet, be empty, or be a previous report directory (replaced
     when the new one is complete); anything else is refused with a ``ValueError`` unless
@@ -922,7 +922,7 @@ def write_report(doc: dict, out: str | os.PathLike, *, overwrite: bool = False) 
     raises ``OSError`` naming the file and leaves ``out`` as it was.
     """
     if not isinstance(doc, dict) or "checkpoints" not in doc or not doc["checkpoints"]:
-        raise ValueError("doc must be the dict returned by analysis.weight_diff.diff")
+        raise ValueError("doc must be the dict returned by analysis.diff.diff")
     blocks, images = _blocks(doc)
     title = "Checkpoint diff: ΔW = W_rl − W_base"
 

@@ -14,7 +14,7 @@ Then, each in its own subprocess (so that the peak resident set, ``ru_maxrss``, 
 variant; page cache warm in both, as the checkpoints were just written or read):
 
 * ``read``  — read every tensor of both checkpoints with ``safe_open`` (the disk-read floor);
-* ``ours``  — ``analysis.weight_diff.diff(base, [rl])``: head (full spectrum) + every
+* ``ours``  — ``analysis.diff.diff(base, [rl])``: head (full spectrum) + every
   2-D weight (top-k) metrics, norms and densities;
 * ``transformers`` — what existing scripts do: load both models whole with
   ``AutoModelForCausalLM.from_pretrained`` (bfloat16), difference the state dicts in
@@ -28,7 +28,7 @@ transformers / ours.
 rank-``RANK`` adapter on every linear layer of the blocks (q, k, v, o, gate, up, down;
 ``lora_alpha = 2·RANK``, bf16 factors, random nonzero ``B``) is written directly as
 ``adapter_config.json`` + ``adapter_model.safetensors`` (no peft needed); the variants are
-``read`` (every tensor of the base) and ``lora`` (``analysis.weight_diff.diff(base, [adapter])``),
+``read`` (every tensor of the base) and ``lora`` (``analysis.diff.diff(base, [adapter])``),
 recorded (``--record``, default for ``7b``) in ``bench_diff_lora<RANK>_<shape>_<device>.json``.  ``--record`` (default for ``--shape 7b``) writes the numbers with
 the device into ``benchmarks/results/bench_diff_<shape>_<device>.json`` (``--layers head``:
 ``bench_diff_<shape>_head_<device>.json``), with the load average at start and end.
@@ -210,10 +210,10 @@ def run_read(base: str, rl: str) -> dict:
 
 
 def run_ours(base: str, rl: str, device: str, top_k: int, layers: str = "all") -> dict:
-    from analysis import weight_diff
+    from analysis import diff as checkpoint_diff
 
     t = time.perf_counter()
-    doc = weight_diff.diff(base, [rl], device=device, top_k=top_k, layers=layers, progress=False)
+    doc = checkpoint_diff.diff(base, [rl], device=device, top_k=top_k, layers=layers, progress=False)
     el = time.perf_counter() - t
     c = doc["checkpoints"][0]
     return {"time_s": el, "device": doc["device"], "threads": doc["run"]["threads"],
@@ -223,10 +223,10 @@ def run_ours(base: str, rl: str, device: str, top_k: int, layers: str = "all") -
 
 
 def run_lora(base: str, adapter: str, device: str, top_k: int) -> dict:
-    from analysis import weight_diff
+    from analysis import diff as checkpoint_diff
 
     t = time.perf_counter()
-    doc = weight_diff.diff(base, [adapter], device=device, top_k=top_k, progress=False)
+    doc = checkpoint_diff.diff(base, [adapter], device=device, top_k=top_k, progress=False)
     el = time.perf_counter() - t
     c = doc["checkpoints"][0]
     low = [r for r in c["layers"] if "low_rank" in r]
@@ -289,7 +289,7 @@ def _child(args: argparse.Namespace) -> None:
     import torch  # noqa: F401
 
     if args.child in ("ours", "lora"):
-        import analysis.weight_diff  # noqa: F401
+        import analysis.diff  # noqa: F401
     if args.child == "transformers":
         import transformers  # noqa: F401
     rss_imports = _rss_mb()

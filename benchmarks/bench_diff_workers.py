@@ -5,7 +5,7 @@
 Times ``analysis.spectra.spectrum(A, k, method="gram32")`` on ``--matrices`` float32 Gaussian
 matrices of a 7B MLP weight's shape in three ways, in one run: one after the other with one
 BLAS thread (the reference), two worker threads side by side with one BLAS thread each (what
-``analysis.weight_diff.diff`` does on the CPU), and one after the other with two BLAS threads.
+``analysis.diff.diff`` does on the CPU), and one after the other with two BLAS threads.
 Checks that the singular values are identical in every variant and prints the ratios and the
 load average (run it on a quiet and on a busy machine: ``docs/checkpoint_diff.md``).
 """

@@ -153,12 +153,12 @@ for path in [base, *ckpts]:
     print(path.relative_to(work), {k: round(v, 3) for k, v in evaluate.evaluate(path, **ev).pass_at_k.items()})"""),
         ("md", """## The checkpoint diff
 
-`analysis.weight_diff.diff` streams both checkpoints tensor by tensor and returns the
+`analysis.diff.diff` streams both checkpoints tensor by tensor and returns the
 document that `rlvr-diff` writes as report.json; `analysis.report.write_report` adds the
 Markdown and self-contained HTML reports with their plots."""),
-        ("code", """from analysis import weight_diff, report
+        ("code", """from analysis import diff, report
 
-doc = weight_diff.diff(str(base), [str(c) for c in ckpts], device="cpu", progress=False)
+doc = diff.diff(str(base), [str(c) for c in ckpts], device="cpu", progress=False)
 out = report.write_report(doc, work / "report")
 for c in doc["checkpoints"]:
     h = c["output_head"]

@@ -46,7 +46,7 @@ def output_head_table(base: str | os.PathLike, runs: dict[str, Path], *, device:
     Raises ``RuntimeError`` when ``analysis.weight_diff`` is not installed.
     """
     try:
-        from analysis import weight_diff
+        from analysis import diff as weight_diff
     except ImportError as err:  # the checkpoint diff ships separately
         raise RuntimeError("the output-head table needs analysis.weight_diff (the checkpoint diff), "
                            f"which is not available: {err}") from None

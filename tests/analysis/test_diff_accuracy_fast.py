@@ -16,7 +16,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from analysis import spectra, weight_diff
+from analysis import diff as weight_diff
+from analysis import spectra
+from analysis.diff import measure
 
 TOL = 1e-11
 
@@ -104,7 +106,7 @@ def test_diff_fast_top_k_equals_exact_path(tmp_path, monkeypatch):
     """The diff's per-matrix metrics through "gram32" equal those of the float64 SVD path."""
     b, r = _pair(tmp_path)
     exact = weight_diff.diff(b, [r], device="cpu", top_k=8, progress=False)
-    monkeypatch.setattr(weight_diff, "_FAST_MIN_ELEMS", 1000)
+    monkeypatch.setattr(measure, "_FAST_MIN_ELEMS", 1000)
     fast = weight_diff.diff(b, [r], device="cpu", top_k=8, progress=False)
     for x, y in zip(exact["checkpoints"][0]["layers"], fast["checkpoints"][0]["layers"]):
         assert x["name"] == y["name"]
@@ -161,7 +163,7 @@ def test_background_spectra_give_the_same_report(tmp_path, monkeypatch):
     import json
 
     b, rls = _pair_many(tmp_path)
-    monkeypatch.setattr(weight_diff, "_FAST_MIN_ELEMS", 1000)
+    monkeypatch.setattr(measure, "_FAST_MIN_ELEMS", 1000)
     most = [0]
     real_submit = weight_diff._Background.submit
 
@@ -186,7 +188,7 @@ def test_background_spectra_error_propagates_and_leaves_no_thread(tmp_path, monk
     import threading
 
     b, rls = _pair_many(tmp_path, n_blocks=3, n_rl=1)
-    monkeypatch.setattr(weight_diff, "_FAST_MIN_ELEMS", 1000)
+    monkeypatch.setattr(measure, "_FAST_MIN_ELEMS", 1000)
     real = spectra.spectrum
 
     def failing(W, k=None, **kw):
@@ -197,8 +199,9 @@ def test_background_spectra_error_propagates_and_leaves_no_thread(tmp_path, monk
     monkeypatch.setattr(spectra, "spectrum", failing)
     with pytest.raises(RuntimeError, match="planted failure"):
         weight_diff.diff(b, rls, device="cpu", top_k=8, progress=False, workers=2)
+    # (the former module-level _BG no longer exists: each diff's background lives in its DiffRun,
+    # and tests/analysis/test_diff_run.py checks that the package keeps no module state)
     assert not [t for t in threading.enumerate() if t.name.startswith("rlvr-diff")]
-    assert weight_diff._BG is None
 
 
 @pytest.mark.parametrize("method", ["gram", "gram32"])

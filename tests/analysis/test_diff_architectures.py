@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from analysis import diff as wd
 from analysis import hidden_states as hs
-from analysis import weight_diff as wd
 from tests.analysis import tiny_checkpoints as tc
 
 ARCHS = tuple(tc.MATRIX)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import diff_cli
+from analysis.diff import cli as diff_cli
 from tests.analysis import tiny_checkpoints as tc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,9 +110,9 @@ def test_hidden_states_subcommand(tmp_path, capsys):
 
 
 def test_console_entry_point_runs_as_a_program(tmp_path):
-    """``python -m analysis.diff_cli`` (what the ``rlvr-diff`` script calls) exits 2 on an error."""
+    """``python -m analysis.diff.cli`` (what the ``rlvr-diff`` script calls) exits 2 on an error."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "analysis.diff_cli", str(tmp_path / "no"), str(tmp_path / "no2"),
+    p = subprocess.run([sys.executable, "-m", "analysis.diff.cli", str(tmp_path / "no"), str(tmp_path / "no2"),
                         "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env, cwd=ROOT)
     assert p.returncode == 2
     assert p.stderr.startswith("rlvr-diff: error: base: ")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from analysis import checkpoints as ckp
-from analysis import diff_cli
-from analysis import weight_diff as wd
+from analysis import diff as wd
+from analysis.diff import cli as diff_cli
 from tests.analysis import tiny_checkpoints as tc
 
 VERL_CMD = ("python -m verl.model_merger merge --backend fsdp --local_dir {a} --target_dir {a}/huggingface")

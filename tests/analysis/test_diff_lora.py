@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from analysis import lora, weight_diff
-from analysis.diff_cli import main
+from analysis import diff as weight_diff
+from analysis.diff import lora, stream
+from analysis.diff.cli import main
 from tests.analysis import tiny_checkpoints as tc
 
 peft = pytest.importorskip("peft")
@@ -166,7 +167,7 @@ def test_torch_code_path_agrees(monkeypatch):
     """The CUDA code path (torch tensors; run on CPU tensors here) gives the numpy path's numbers."""
     base, ad, _ = _adapter("qwen2_patterns")
     c = weight_diff.diff(str(base), [str(ad)], device="cpu", progress=False)["checkpoints"][0]
-    monkeypatch.setattr(weight_diff, "_TORCH_ON_CPU", True)
+    monkeypatch.setattr(stream, "_TORCH_ON_CPU", True)
     t = weight_diff.diff(str(base), [str(ad)], device="cpu", progress=False)["checkpoints"][0]
     assert t["density"] == c["density"] and t["global_l2"] == pytest.approx(c["global_l2"], rel=1e-12)
     for a, b in zip(t["layers"], c["layers"]):

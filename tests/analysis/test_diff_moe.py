@@ -16,9 +16,10 @@ import re
 import numpy as np
 import pytest
 
-from analysis import diff_cli
+from analysis import diff as wd
 from analysis import report as rp
-from analysis import weight_diff as wd
+from analysis.diff import cli as diff_cli
+from analysis.diff import stream
 from rlvr_plumbing.serialize import fmt_number
 from tests.analysis import tiny_checkpoints as tc
 
@@ -202,11 +203,11 @@ def test_fused_3d_experts_give_the_same_per_expert_metrics(docs, arch, layout):
     for m in ("global_l2", "inner_s1_s2_mean", "inner_rank1_fraction_mean", "inner_n_matrices"):
         _close(c[m], sep[m], rel=1e-6, what=m)
     # the same through the torch (CUDA) code path, on CPU tensors
-    wd._TORCH_ON_CPU = True
+    stream._TORCH_ON_CPU = True
     try:
         ct = _diff(fb, fr)["checkpoints"][0]
     finally:
-        wd._TORCH_ON_CPU = False
+        stream._TORCH_ON_CPU = False
     for x, y in zip(ct["experts"], c["experts"]):
         assert key(x) == key(y)
         for m in METRICS:

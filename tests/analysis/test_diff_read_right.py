@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from analysis import diff_cli
+from analysis import diff as wd
 from analysis import report as rp
-from analysis import weight_diff as wd
+from analysis.diff import cli as diff_cli
+from analysis.diff import stream
 from tests.analysis import tiny_checkpoints as tc
 
 
@@ -257,7 +258,7 @@ def test_torch_code_path_gives_the_same_floor_cast_and_parts(monkeypatch, tmp_pa
     pb, pr, _ = tc.arch_pair("phi3")
     runs = {}
     for torch_path in (False, True):
-        monkeypatch.setattr(wd, "_TORCH_ON_CPU", torch_path)
+        monkeypatch.setattr(stream, "_TORCH_ON_CPU", torch_path)
         runs[torch_path] = (wd.diff(str(base), [str(rl)], device="cpu", progress=False),
                             wd.diff(str(base), [str(rl)], device="cpu", progress=False, cast="bf16"),
                             wd.diff(str(pb), [str(pr)], device="cpu", progress=False))

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis import diff_cli, hidden_states, weight_diff
+from analysis import diff as weight_diff
+from analysis import hidden_states
+from analysis.diff import cli as diff_cli
 from rlvr_plumbing import io
 from tests.analysis import tiny_checkpoints as tc
 from tests.in_process import run_in_process

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import report, weight_diff
+from analysis import diff as weight_diff
+from analysis import report
 from tests.analysis import tiny_checkpoints as tc
 
 

@@ -30,7 +30,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from analysis import report, weight_diff
+from analysis import diff as weight_diff
+from analysis import report
 from analysis.audit import metrics
 from analysis.audit import report as audit_report
 from tests.analysis import tiny_checkpoints as tc

@@ -1,4 +1,4 @@
-"""analysis.weight_diff on real tiny checkpoints with a planted ΔW.
+"""analysis.diff on real tiny checkpoints with a planted ΔW.
 
 Expected values come from the planted singular values (hand formulas written out here) and
 from numpy on the ΔW as stored (safetensors' own loader + numpy.linalg.svd), never from
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from analysis import weight_diff as wd
+from analysis import diff as wd
+from analysis.diff import stream
 from tests.analysis import tiny_checkpoints as tc
 
 
@@ -175,7 +176,7 @@ def test_layers_head_and_full_spectrum_options(planted):
 def test_torch_code_path_gives_the_same_numbers(planted, monkeypatch):
     """The CUDA code path (torch reductions), run on CPU tensors, agrees with the numpy path."""
     base, rl, pl, doc, st = planted
-    monkeypatch.setattr(wd, "_TORCH_ON_CPU", True)
+    monkeypatch.setattr(stream, "_TORCH_ON_CPU", True)
     t = wd.diff(str(base), [str(rl)], progress=False)["checkpoints"][0]
     c = doc["checkpoints"][0]
     assert t["density"] == c["density"]

@@ -215,7 +215,7 @@ def test_all_cores_commands_default_to_every_core(monkeypatch):
 
 
 def test_cli_defaults_of_the_side_by_side_commands():
-    from analysis import diff_cli
+    from analysis.diff import cli as diff_cli
     from simulations import categorical
 
     assert diff_cli.build_parser().parse_args(["weights", "a", "b", "--out", "o"]).threads_all_cores is True

@@ -1,0 +1,259 @@
+"""``rlvr-diff``: ΔW report of RL checkpoints against their base, and hidden-state geometry.
+
+    rlvr-diff [weights] BASE RL_1 [RL_2 ...] --out DIR [--device auto|cpu|cuda] [--top-k 64]
+              [--layers all|head] [--tokenizer DIR] [--full-spectrum] [--series RUN_DIR]
+              [--cast bf16|fp16|fp32] [--allow-other-base] [--threads N] [--overwrite] [--json]
+              [--quiet]
+    rlvr-diff hidden-states CHECKPOINT --rollouts FILE.jsonl --out DIR [--tokenizer DIR]
+              [--device auto|cpu|cuda] [--batch-size 8] [--temperature 1.0] [--threads N]
+              [--overwrite] [--json] [--quiet]
+
+``weights`` (the default subcommand: ``rlvr-diff BASE RL --out DIR`` is ``rlvr-diff weights
+BASE RL --out DIR``; each ``RL`` may also be a PEFT LoRA adapter directory, measured from its
+factors by :mod:`analysis.diff.lora`) writes ``DIR/report.md``, ``report.html`` (self-contained),
+``report.json`` and PNGs (:func:`analysis.diff.diff`, :mod:`analysis.report`); ``--series
+RUN_DIR`` adds the checkpoints of a run in step order (after any RL given): TRL's
+``checkpoint-N`` and verl's ``global_step_N/actor/huggingface`` (a verl FSDP shard directory is
+refused with the command that merges it); the cross-checkpoint alignment is taken against the
+last one.  ``--cast bf16|fp16|fp32`` rounds both sides to one precision before the difference
+(a pair whose dtypes differ is otherwise flagged with its rounding floor).  An adapter whose
+``base_model_name_or_path`` names another base than ``BASE`` is refused unless
+``--allow-other-base`` (then recorded ``"base_identity": "other (allowed)"``; see
+:func:`analysis.diff.lora.base_identity`).  ``hidden-states`` writes
+``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  Both JSON files
+carry a ``"run"`` block (:func:`rlvr_plumbing.runtime.run_metadata`: package version, the
+command's settings, seed, device, threads).  ``--json`` prints the JSON document on stdout;
+otherwise a short summary is printed unless ``--quiet`` (which also hides progress bars).
+
+``--out`` is checked before any checkpoint is read (:func:`rlvr_plumbing.io.check_out`): an
+existing file, a path under a file, a place that cannot be written, or a non-empty directory
+that is not an earlier report of the same subcommand (unless ``--overwrite``) is refused, and
+so is, even with ``--overwrite``, a directory that is or holds one of the inputs.
+The report directory appears whole at the end or not at all.
+
+``--threads N`` sets torch's and the BLAS pools' threads (:mod:`rlvr_plumbing.runner`) and is
+passed to :func:`analysis.diff.diff` as ``workers=N`` (block spectra side by side).
+
+Running, errors, ``--threads``, Ctrl-C and closed pipes are handled by
+:mod:`rlvr_plumbing.runner`: a bad argument prints ``rlvr-diff: error: ...`` on stderr and
+exits with status 2, leaving no output directory behind; a write the system refuses (disk
+full, read-only file system; also standard output) prints one line naming the file and exits
+with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from rlvr_plumbing import runner
+from rlvr_plumbing.serialize import fmt_number
+
+__all__ = ["main", "main_exit", "build_parser", "PROG"]
+
+PROG = "rlvr-diff"
+
+#: numbers of the printed summary: 4 significant digits, thousands separators (as the report)
+_fmt = functools.partial(fmt_number, digits=4, thousands=True)
+
+
+# ------------------------------------------------------------------ parser
+def _add_weights(sub: Any) -> None:
+    ap = sub.add_parser(
+        "weights", help="ΔW report of RL checkpoints against their base (the default subcommand)",
+        description="Compare RL checkpoints with their base checkpoint: ΔW norms, densities, SVD / rank-1 "
+                    "metrics of the output head and every weight, alignment and clustering (FADE App. 15).")
+    ap.add_argument("base", metavar="BASE", help="base (SFT) checkpoint directory")
+    ap.add_argument("checkpoints", metavar="RL", nargs="*",
+                    help="RL checkpoint directories, or LoRA adapter directories (adapter_config.json + "
+                         "adapter_model.safetensors; ΔW = s·B·A measured from the factors)")
+    ap.add_argument("--out", required=True, metavar="DIR", help="report directory (created atomically)")
+    ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
+    ap.add_argument("--top-k", type=int, default=64, help="singular values per weight matrix (default 64)")
+    ap.add_argument("--layers", default="all", choices=("all", "head"),
+                    help="SVD metrics for every 2-D weight (all) or the output head only")
+    ap.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory to decode the top tokens of u")
+    ap.add_argument("--full-spectrum", action="store_true", help="all singular values of every weight")
+    ap.add_argument("--series", metavar="RUN_DIR",
+                    help="add the checkpoints of a run in step order (TRL checkpoint-N, verl "
+                         "global_step_N/actor/huggingface)")
+    ap.add_argument("--cast", choices=("bf16", "fp16", "fp32"), default=None,
+                    help="round both sides to this precision before the difference (default: as stored; "
+                         "differing dtypes are flagged with their rounding floor)")
+    ap.add_argument("--allow-other-base", action="store_true",
+                    help="diff a LoRA adapter against BASE even when its adapter_config.json "
+                         "base_model_name_or_path names another base (refused by default; recorded in the report)")
+    runner.add_threads_option(ap, all_cores=True)   # spectra side by side, one BLAS thread each
+    runner.add_overwrite_option(ap)
+    ap.add_argument("--json", action="store_true", help="print report.json on stdout")
+    ap.add_argument("--quiet", action="store_true", help="no progress bars, no summary")
+    ap.set_defaults(func=_run_weights)
+
+
+def _add_hidden_states(sub: Any) -> None:
+    ap = sub.add_parser(
+        "hidden-states", help="hidden-state geometry of correct vs failed rollouts",
+        description="Hidden-state geometry of correct vs failed rollouts: perpendicular correlation and group "
+                    "residual norms with their CLT baseline (FADE App. 15.2, Tables 10-11).")
+    ap.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory")
+    ap.add_argument("--rollouts", required=True, metavar="FILE.jsonl",
+                    help="one JSON object per line: prompt_ids/completion_ids (or prompt/completion) and "
+                         "correct (or reward)")
+    ap.add_argument("--out", required=True, metavar="DIR", help="output directory (created atomically)")
+    ap.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory for text rollouts")
+    ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
+    ap.add_argument("--batch-size", type=int, default=8, help="sequences per forward pass (default 8)")
+    ap.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of π (default 1)")
+    runner.add_threads_option(ap)
+    runner.add_overwrite_option(ap)
+    ap.add_argument("--json", action="store_true", help="print hidden_states.json on stdout")
+    ap.add_argument("--quiet", action="store_true", help="no progress bars, no summary")
+    ap.set_defaults(func=_run_hidden_states)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``rlvr-diff`` parser: subcommands ``weights`` (default) and ``hidden-states``.
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["weights", "sft", "rl-1", "rl-2", "--out", "rep", "--threads", "2"])
+    >>> args.command, args.base, args.checkpoints, args.top_k, args.threads
+    ('weights', 'sft', ['rl-1', 'rl-2'], 64, 2)
+    >>> build_parser().parse_args(["hidden-states", "ck", "--rollouts", "r.jsonl", "--out", "hs"]).batch_size
+    8
+    """
+    ap = argparse.ArgumentParser(
+        prog=PROG,
+        description="Checkpoint analysis of RL runs.  'rlvr-diff [weights] BASE RL... --out DIR': ΔW report "
+                    "(FADE App. 15); 'rlvr-diff hidden-states CHECKPOINT --rollouts FILE --out DIR': hidden-state "
+                    "geometry (FADE App. 15.2).  'weights' is the default subcommand.")
+    sub = ap.add_subparsers(dest="command", metavar="{weights,hidden-states}")
+    sub.required = True
+    _add_weights(sub)
+    _add_hidden_states(sub)
+    return ap
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The command's arguments as typed (for the ``"run"`` block of the JSON file)."""
+    return {k: v for k, v in vars(args).items() if k not in ("func", "json", "quiet", "overwrite")}
+
+
+def _check_out(args: argparse.Namespace, markers: Sequence[str], inputs: dict[str, Any],
+               own_key: str | None = None) -> None:
+    """``--out`` before any work (:func:`rlvr_plumbing.io.check_out`), and never a directory that
+    holds one of the inputs: replacing it (``--overwrite``) would delete them.  With ``own_key``,
+    a ``report.json`` already in ``--out`` must be this command's (hold that key): another
+    command's report (e.g. ``rlvr-audit``'s) is replaced only with ``--overwrite``."""
+    import json
+    from pathlib import Path
+
+    from rlvr_plumbing.io import check_out
+
+    out = check_out(args.out, markers=markers, overwrite=args.overwrite).resolve()
+    old = out / "report.json"
+    if own_key and not args.overwrite and old.is_file():
+        try:
+            mine = own_key in json.loads(old.read_text(encoding="utf-8"))
+        except (ValueError, TypeError, UnicodeDecodeError):
+            mine = False
+        if not mine:
+            raise ValueError(f"out: {str(args.out)!r} holds a report.json that is not an rlvr-diff report; "
+                             "choose a new directory or pass --overwrite")
+    for what, path in inputs.items():
+        if path is None:
+            continue
+        p = Path(path).resolve()
+        if p == out or out in p.parents:
+            raise ValueError(f"out: {str(args.out)!r} holds the input {what}; the report would "
+                             "replace it: choose another directory")
+
+
+# ---------------------------------------------------------------- commands
+def _run_weights(args: argparse.Namespace) -> int:
+    from .. import diff as checkpoint_diff
+    from .. import report
+
+    inputs = {f"BASE {str(args.base)!r}": args.base, f"--series {args.series!r}": args.series,
+              f"--tokenizer {args.tokenizer!r}": args.tokenizer}
+    inputs.update({f"RL {str(p)!r}": p for p in args.checkpoints})
+    _check_out(args, report.REPORT_MARKERS, inputs, own_key="checkpoints")  # before any work
+    cks = list(args.checkpoints)
+    if args.series:
+        cks += checkpoint_diff.series(args.series)
+    if not cks:
+        raise ValueError("checkpoints: give at least one RL checkpoint directory or --series RUN_DIR")
+    workers = runner.default_threads(all_cores=True) if args.threads is None else args.threads
+    doc = checkpoint_diff.diff(args.base, cks, device=args.device, top_k=args.top_k, layers=args.layers,
+                               tokenizer=args.tokenizer, full_spectrum=args.full_spectrum, progress=not args.quiet,
+                               cast=args.cast, workers=workers, allow_other_base=args.allow_other_base)
+    doc["run"]["settings"] = _settings(args)
+    out = report.write_report(doc, args.out, overwrite=args.overwrite)
+    if args.json:
+        print(report.to_json(doc))
+    elif not args.quiet:
+        print(f"report: {out}/report.md, report.html, report.json")
+        for c in doc["checkpoints"]:
+            h = c["output_head"]
+            print(f"{c['path']}: ‖ΔW‖_F = {_fmt(c['global_l2'])} (relative {_fmt(c['relative_l2'])}), "
+                  f"OH share {_fmt(100 * h['l2_share'])}%, head s1/s2 = {_fmt(h['s1_s2'])}, "
+                  f"rank-1 = {_fmt(None if h['rank1_fraction'] is None else 100 * h['rank1_fraction'])}%, "
+                  f"Inner s1/s2 = {_fmt(c['inner_s1_s2_mean'])}")
+            if c.get("vocab_note"):
+                print(f"  note: {c['vocab_note']}")
+            if c.get("adapter"):
+                _print_adapter(c["adapter"])
+                if c.get("base_identity", "same") != "same":
+                    n = c["base_identity_names"]
+                    print(f"  base identity: {c['base_identity']}: the adapter names "
+                          f"{n['adapter_base_model_name_or_path']!r}, the base given is {n['base']!r}")
+            if c.get("dtype_differs") and c.get("rounding_floor"):
+                print(f"  dtypes differ: base {doc['base_dtype']}, checkpoint {c['dtype']}; rounding floor "
+                      f"‖ΔW‖ = {_fmt(c['rounding_floor']['l2'])} (use --cast to diff at one precision)")
+    return 0
+
+
+def _print_adapter(a: dict[str, Any]) -> None:
+    """One summary line for a LoRA adapter directory."""
+    dora = f", {a['n_dora']} DoRA" if a.get("n_dora") else ""
+    print(f"  LoRA adapter: {a['n_low_rank']} low-rank updates (rank {', '.join(map(str, a['ranks'])) or '—'}, "
+          f"lora_alpha {a['lora_alpha']}{', rsLoRA' if a['use_rslora'] else ''}){dora}, {a['n_full']} full "
+          f"tensors; ΔW = s·B·A measured from the factors")
+
+
+def _run_hidden_states(args: argparse.Namespace) -> int:
+    from .. import hidden_states, report
+
+    _check_out(args, report.HIDDEN_STATES_MARKERS,  # before any work
+               {f"CHECKPOINT {str(args.checkpoint)!r}": args.checkpoint, f"--rollouts {str(args.rollouts)!r}":
+                args.rollouts, f"--tokenizer {args.tokenizer!r}": args.tokenizer})
+    doc = hidden_states.geometry(args.checkpoint, args.rollouts, tokenizer=args.tokenizer, device=args.device,
+                                 batch_size=args.batch_size, temperature=args.temperature, progress=not args.quiet)
+    doc["run"]["settings"] = _settings(args)
+    out = report.write_hidden_states_report(doc, args.out, overwrite=args.overwrite)
+    if args.json:
+        print(report.to_json(doc))
+    elif not args.quiet:
+        r = doc["rho_perp"]
+        print(f"report: {out}/hidden_states.md, hidden_states.html, hidden_states.json")
+        print(f"rho_perp: correct {_fmt(r['success'])}, failed {_fmt(r['failure'])} (ratio {_fmt(r['ratio'])}); "
+              f"||R_F||/||R_S|| = {_fmt(doc['residual_ratio'])} vs CLT sqrt(N_S/N_F) = {_fmt(doc['clt_baseline'])}")
+    return 0
+
+
+# --------------------------------------------------------------- entry points
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``rlvr-diff``; return the exit status (0, 2 on a usage or input error, 130 on Ctrl-C).
+
+    Also in-process: argparse's own exit (usage error, ``--help``) is returned, not raised.
+    """
+    return runner.run(PROG, build_parser, argv, default_command="weights")
+
+
+main_exit = runner.console(PROG, build_parser, default_command="weights")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main_exit()
