@@ -45,3 +45,15 @@ def test_the_checker_sees_a_wrong_import(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("import numpy\nfrom integrations.core import Policy\nfrom . import x\n")
     assert _imported_packages(f) == {"integrations"}
+
+
+def test_architecture_page_names_every_package_and_module_of_the_diff():
+    """docs/architecture.md (linked from README) says where each concern lives: it must name every
+    package of the layer order and every module of the checkpoint-diff package."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    assert "rlvr_plumbing  ←  rlvr_theory  ←  analysis  ←  simulations / integrations  ←  figures" in text
+    missing = [p for p in PACKAGES if f"**`{p}`**" not in text]
+    missing += [m.stem for m in (ROOT / "analysis" / "diff").glob("*.py")
+                if m.stem != "__init__" and f"`{m.stem}`" not in text]
+    assert not missing, missing
+    assert "docs/architecture.md" in (ROOT / "README.md").read_text()
