@@ -58,7 +58,7 @@ float64 CDF (inverse-CDF, exact up to float64 rounding, ``~1e-16`` relative).  O
 sorted draws are merged with the CDF by a numba kernel (``O(N + K)``, a galloping search when
 ``N << K``; :data:`NUMBA`); elsewhere, or without numba, by ``torch.searchsorted``
 (``O(N log K)``): the same draws, bit for bit.  Configurations are grouped by group size ``N``
-(one batched call per distinct ``N``); :data:`SCHEDULES` says how the groups are advanced.
+(one batched call per distinct ``N``); :data:`EXECUTIONS` says how the groups are advanced.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ import dataclasses
 import importlib.util
 import threading
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache, partial
@@ -85,8 +86,11 @@ from rlvr_theory import advantages as _adv
 from rlvr_theory import categorical as _cat
 from rlvr_theory import entropy as _ent
 
+from .calibration import CALIBRATION_FIELDS, check_calibration, memory_lr_field, mu_field
+from .runs import check_out, command_settings, diverged, write_run
+
 __all__ = ["Config", "PRESETS", "preset", "initial_logits", "sample_counts", "outcome_advantages",
-           "simulate", "describe", "INDEX_MAX", "SCHEDULES", "NUMBA", "sampler",
+           "simulate", "describe", "INDEX_MAX", "EXECUTIONS", "NUMBA", "sampler",
            "add_parser"]
 
 SURROGATES = ("logprob", "prob", "trpo")
@@ -97,7 +101,30 @@ OPTIMIZERS = ("sgd", "adam")
 #: how :func:`simulate` advances the configurations: ``"blocks"`` (one group size ``N`` at a
 #: time, each block through all its steps), ``"batched"`` (every configuration at once),
 #: ``"auto"`` (batched on CUDA, blocks elsewhere)
-SCHEDULES = ("auto", "blocks", "batched")
+#: how :func:`simulate` advances the configurations (its ``execution``): one group size at a
+#: time (``"blocks"``), all at once (``"batched"``), or batched on CUDA and blocks elsewhere (``"auto"``)
+EXECUTIONS = ("auto", "blocks", "batched")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SCHEDULES":  # the old name of EXECUTIONS
+        warnings.warn("simulations.categorical.SCHEDULES is deprecated: use EXECUTIONS", DeprecationWarning,
+                      stacklevel=2)
+        return EXECUTIONS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _execution(execution: str | None, schedule: str | None) -> str:
+    """The ``execution`` of :func:`simulate` / :meth:`Config.memory_bytes`, checked (default
+    ``"auto"``); ``schedule``, its deprecated name, is still accepted with a ``DeprecationWarning``
+    (and checked under that name)."""
+    if schedule is None:
+        return checks.choice("execution", "auto" if execution is None else execution, EXECUTIONS)
+    if execution is not None:
+        raise TypeError("give execution only (schedule is its deprecated name)")
+    warnings.warn("schedule= is deprecated: use execution= (how the configurations are advanced: "
+                  "'auto', 'blocks', 'batched')", DeprecationWarning, stacklevel=3)
+    return checks.choice("schedule", schedule, EXECUTIONS)
 
 
 # ------------------------------------------------------------------ configuration
@@ -146,11 +173,8 @@ class Config:
     logits: tuple[float, ...] | None = None
     record_probs: bool = False
     rewards: tuple[float, ...] | None = None
-    mu: float = field(default=0.0, metadata={
-        "help": "distribution-level calibration: sample from softmax(z/T − μ·φ) with per-action memory logits "
-                "φ trained on the samples (0: no memory)"})
-    memory_lr: float | None = field(default=None, metadata={
-        "help": "learning rate of the memory logits (with --mu > 0)", "default_text": "the policy's lr"})
+    mu: float = mu_field("per-action memory logits φ", sample="softmax(z/T − μ·φ)")
+    memory_lr: float | None = memory_lr_field("memory logits")
 
     def validate(self) -> Config:
         """Raise ``ValueError`` naming the first bad field and its allowed values.
@@ -184,12 +208,9 @@ class Config:
         for b in self.betas:
             checks.number("betas", b, low=0, high=1, high_open=True)
         checks.number("eps", self.eps, low=0, low_open=True)
-        put("mu", checks.number("mu", self.mu, low=0))
-        if self.memory_lr is not None:
-            put("memory_lr", checks.number("memory_lr", self.memory_lr, low=0, low_open=True))
-            if self.mu == 0:
-                raise ValueError("memory_lr applies only with mu > 0 (no memory logits are used at mu = 0), "
-                                 f"got mu={self.mu!r}")
+        mu, memory_lr = check_calibration(self.mu, self.memory_lr, model="memory logits", plural=True)
+        put("mu", mu)
+        put("memory_lr", memory_lr)
         adv = self.make_advantage()
         if self.rewards is not None and not adv.graded:
             ok = ", ".join(n for n in _adv.names() if _adv.registry()[n].graded)
@@ -201,7 +222,7 @@ class Config:
         return self
 
     def memory_bytes(self, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
-                     schedule: str = "auto") -> int:
+                     execution: str | None = None, *, schedule: str | None = None) -> int:
         """Estimated peak memory of :func:`simulate` in bytes, from the settings (Python integers:
         no overflow, however large the request).
 
@@ -209,8 +230,8 @@ class Config:
         counts, optimiser state, temporaries; ``7`` more with memory logits, ``mu > 0``: the
         memory, its softmax, gradient and optimiser state, the calibrated logits and sampling
         distribution) and ``7`` of ``N + 1`` (the draws); every
-        configuration is resident at once with the ``"batched"`` schedule (``"auto"`` on CUDA),
-        one group size at a time with ``"blocks"`` (:data:`SCHEDULES`; on the CPU as many
+        configuration is resident at once with the ``"batched"`` execution (``"auto"`` on CUDA),
+        one group size at a time with ``"blocks"`` (:data:`EXECUTIONS`; on the CPU as many
         blocks side by side as torch has threads).  Plus the
         trajectory: one row of ``~20`` columns (``+ K`` with ``record_probs``) per configuration
         and recorded step, about three copies while it is assembled.
@@ -228,7 +249,7 @@ class Config:
         dev = torch.device(device)
         # blocks: one at a time, or as many side by side as torch has threads on the CPU
         side = 1 if dev.type != "cpu" else min(torch.get_num_threads(), len(block))
-        engine = sum(block) if _batched(schedule, dev) else sum(sorted(block)[-side:])
+        engine = sum(block) if _batched(_execution(execution, schedule), dev) else sum(sorted(block)[-side:])
         records = int(self.steps) // int(self.record_every) + 2
         cols = 20 + (K if self.record_probs else 0) + (6 + (2 * K if self.record_probs else 0) if self.mu > 0 else 0)
         return int(engine + 3 * 8 * cols * records * per_n * len(self.N))
@@ -679,7 +700,7 @@ def _not_finite(x: torch.Tensor) -> np.ndarray:
     return bad.cpu().numpy()
 
 
-def _memory_metrics(u: torch.Tensor, phi: torch.Tensor, w: torch.Tensor, q: torch.Tensor, sphi: torch.Tensor,
+def _calibration_metrics(u: torch.Tensor, phi: torch.Tensor, w: torch.Tensor, q: torch.Tensor, sphi: torch.Tensor,
                     mu: float, nc: int, probs: bool = False) -> dict[str, torch.Tensor]:
     """Metrics of distribution-level calibration: the sampling distribution ``q = softmax(w)``,
     ``w = u − μ·φ`` (its correct mass ``sample_Q_pos`` and entropy ``sample_entropy``), the
@@ -708,14 +729,14 @@ def describe(cfg: Config, prog: str = "rlvr-sim categorical") -> str:
             f"record_every={cfg.record_every})")
 
 
-def _batched(schedule: str, device: torch.device) -> bool:
-    """Whether ``schedule`` (:data:`SCHEDULES`) advances every configuration at once on ``device``."""
-    checks.choice("schedule", schedule, SCHEDULES)
-    return schedule == "batched" or (schedule == "auto" and device.type == "cuda")
+def _batched(execution: str, device: torch.device) -> bool:
+    """Whether ``execution`` (:data:`EXECUTIONS`, checked) advances every configuration at once on ``device``."""
+    return execution == "batched" or (execution == "auto" and device.type == "cuda")
 
 
 def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.dtype = torch.float32,
-             progress: bool = False, schedule: str = "auto") -> tuple[pd.DataFrame, pd.DataFrame]:
+             progress: bool = False, execution: str | None = None,
+             schedule: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run every configuration of ``cfg`` as batched torch programs.
 
     Parameters
@@ -728,12 +749,14 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
         Precision of logits, optimiser state and probabilities (the CDF is always float64).
     progress : bool
         Show a tqdm progress bar (configuration-steps).
-    schedule : "auto", "blocks" or "batched"
-        ``"batched"``: all configurations advance together (the CUDA schedule); ``"blocks"``: the
-        configurations of one group size ``N`` form a block that runs all its steps before the
-        next block (on the CPU its working set stays in cache, ~3x faster); ``"auto"``: batched
-        on CUDA, blocks elsewhere.  Configurations never interact, so the trajectories are the
-        same either way (tested on the CPU, bit for bit).
+    execution : "auto" (default), "blocks" or "batched"
+        How the configurations are advanced (:data:`EXECUTIONS`): ``"batched"``: all together
+        (the CUDA execution); ``"blocks"``: the configurations of one group size ``N`` form a
+        block that runs all its steps before the next block (on the CPU its working set stays in
+        cache, ~3x faster); ``"auto"``: batched on CUDA, blocks elsewhere.  Configurations never
+        interact, so the trajectories are the same either way (tested on the CPU, bit for bit).
+    schedule
+        Deprecated name of ``execution`` (a ``DeprecationWarning``).
 
     Returns
     -------
@@ -781,7 +804,7 @@ def simulate(cfg: Config, *, device: str | torch.device = "auto", dtype: torch.d
     dev = resolve_device(device)
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-    batched = _batched(schedule, dev)
+    batched = _batched(_execution(execution, schedule), dev)
     check_memory(cfg.memory_bytes(dev, dtype, "batched" if batched else "blocks"), describe(cfg), device=dev)
     grid = cfg.grid()
     per_n = len(cfg.gamma) * len(cfg.seeds) * len(cfg.lr)  # N is the outer axis of the grid
@@ -887,7 +910,7 @@ class _Block:
             self.sphi = torch.empty_like(self.z)  # softmax(φ)
             self.gphi = torch.empty_like(self.z)  # counts/N − softmax(φ)
             mlr = sub.lr.to_numpy() if cfg.memory_lr is None else np.full(self.B, cfg.memory_lr)
-            self.memory_opt = _Ascent(cfg, self.phi, mlr)
+            self.calibration_opt = _Ascent(cfg, self.phi, mlr)
             self.inv_N = (1 / self.Nt).contiguous()
         self.refresh_policy()
         self.p0c = self.ez[:, :self.nc].clone()
@@ -919,7 +942,7 @@ class _Block:
             if rec:
                 out.append(row)
             if self.phi is not None:  # Alg. 1 lines 21-22: after the policy step
-                self.memory_step(t)
+                self.calibration_step(t)
             self.refresh_policy()
             if bar is not None:
                 bar.update(self.B)
@@ -941,7 +964,7 @@ class _Block:
         torch.softmax(self.w, -1, out=self.q)
         _cumsum(self.q, self.cdf)
 
-    def memory_step(self, t: int) -> None:
+    def calibration_step(self, t: int) -> None:
         """One optimizer step of the memory logits ``φ`` on the mean log-likelihood of step
         ``t``'s draws (Over-Sharpening Alg. 1 line 22, cross-entropy on the sampled actions):
         ascent direction ``∇_φ (1/N)Σ_j log softmax(φ)_{a_j} = counts/N − softmax(φ)``, with the
@@ -950,32 +973,30 @@ class _Block:
         for (_, sl), dr in zip(self.rows, self.draws):  # counts/N: 1/N scattered onto the draws
             dr.scatter(self.inv_N[sl], self.inv_N[sl], self.gphi[sl])
         self.gphi.sub_(self.sphi)
-        self.memory_opt.step(self.phi, self.gphi, t)
+        self.calibration_opt.step(self.phi, self.gphi, t)
 
     def metrics(self, t: int = 0) -> dict[str, np.ndarray]:
         """The recorded metrics of the current policy (:func:`_metrics`) at step ``t``;
-        ``ValueError`` (:func:`simulations.cli.diverged`) if the logits or a metric are not finite."""
+        ``ValueError`` (:func:`simulations.runs.diverged`) if the logits or a metric are not finite."""
         u = self.z / self.T if self.T != 1 else self.z
         out = _np(_metrics(u, self.ez, self.p0c, self.nc, self.Q0, self.cfg.record_probs))
-        bad, bad_memory = _not_finite(u), np.zeros(self.B, dtype=bool)
+        bad, bad_calibration = _not_finite(u), np.zeros(self.B, dtype=bool)
         for v in out.values():
             bad |= ~np.isfinite(v)
         if self.phi is not None:
-            memory = _np(_memory_metrics(u, self.phi, self.w, self.q, self.sphi, self.mu, self.nc,
-                                         self.cfg.record_probs))
-            bad_memory = _not_finite(self.phi)
-            for v in memory.values():
-                bad_memory |= ~np.isfinite(v)
-            out |= memory
-        if bad.any() or bad_memory.any():
-            from .cli import diverged
-
-            memory = not bad.any()  # the logits are finite: the memory diverged
-            row = self.sub.iloc[int(np.argmax(bad_memory if memory else bad))]
+            calibration = _np(_calibration_metrics(u, self.phi, self.w, self.q, self.sphi, self.mu, self.nc,
+                                                   self.cfg.record_probs))
+            bad_calibration = _not_finite(self.phi)
+            for v in calibration.values():
+                bad_calibration |= ~np.isfinite(v)
+            out |= calibration
+        if bad.any() or bad_calibration.any():
+            in_calibration = not bad.any()  # the logits are finite: the memory logits diverged
+            row = self.sub.iloc[int(np.argmax(bad_calibration if in_calibration else bad))]
             where = f"configuration {int(row.config)}: N={int(row.N)}, gamma={row.gamma:g}, seed={int(row.seed)}"
             if self.T != 1:
                 where += f", temperature={self.T:g}"
-            if memory:
+            if in_calibration:
                 lr = row.lr if self.cfg.memory_lr is None else self.cfg.memory_lr
                 err = diverged(t, where + f", mu={self.mu:g}", lr, "non-finite memory logits")
                 raise ValueError("memory_" + str(err))  # the setting to change: memory_lr
@@ -1116,11 +1137,9 @@ def _np(met: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
 
 # ------------------------------------------------------------------ CLI
 #: the fields of :class:`Config` whose flags :func:`runner.add_settings` generates
-_SETTINGS = ("mu", "memory_lr")
+_SETTINGS = CALIBRATION_FIELDS
 
 def _run_cli(args: argparse.Namespace) -> int:
-    from .cli import check_out, command_settings, write_run
-
     check_out(args)  # before any work
     seeds = None if args.seeds is None else checks.integer("seeds", args.seeds, low=1)
     params = runner.parse_params(args.param)

@@ -29,26 +29,30 @@ family such as ``"reinforce_pp"`` — group-mean-centred rewards divided by the 
 deviation of those centred rewards over the whole batch — sees the ``[B, G]`` rewards of one
 configuration at a time) or from a schedule of :mod:`rlvr_theory.schedules` (``"fade"``,
 ``"fade-log"``, ``"agrae"``, the FADE ablations ``"fade-entropy"``, ``"fade-alpha-only"``,
-``"fade-delta-only"``: :func:`rlvr_theory.schedules.get`, one per configuration,
-updated every step with that configuration's batch mean reward and mean entropy before its
+``"fade-delta-only"``: one :class:`rlvr_theory.policy.Policy` per configuration,
+advanced every step with that configuration's batch mean reward and mean entropy before its
 advantages are computed, FADE Alg. 2).  Both lookups refuse an unknown name or parameter
 before any work starts.
 
 Distribution-level calibration (Over-Sharpening Sec. 3.2, Alg. 1 lines 4-6 and 21-22), both
-instances, ``mu > 0``: a memory head ``W_φ`` on the same features (``_Memory``); the rollouts are
+instances, ``mu > 0``: a memory head ``W_φ`` on the same features (``_CalibrationHead``); the rollouts are
 drawn from ``softmax((W − μ·W_φ)·h)``, the policy update above keeps the policy's own ``π``, and
 ``W_φ`` then takes its own optimizer step on the mean cross-entropy of the drawn labels.
 
 Choices the papers leave open (Over-Sharpening gives neither the learning rate nor the initialisation):
 ``W_0 = 0`` (uniform policy) for the toy, ``lr = 0.1``, reduction "sum" (so that the step
-grows with G, the mechanism of Over-Sharpening Cor. 2.2).  See ``docs/simulations_linear_head.md``.
+grows with G, the mechanism of Over-Sharpening Cor. 2.2).  The settings of each instance are a
+dataclass (:class:`ToySettings`, :class:`PopulationSettings`: fields with help text, a
+``check`` method, the ``rlvr-sim linear-head`` flags generated from them); the simulators take
+the same fields as keywords.  See ``docs/simulations_linear_head.md``.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,7 +62,11 @@ from analysis import spectra
 from rlvr_plumbing import checks, runner, serialize
 from rlvr_theory import advantages as _adv
 from rlvr_theory import schedules as _sched
+from rlvr_theory.policy import Policy
 from rlvr_theory.sharpening import SIAMESE_VARIANTS, TOY_EMBEDDINGS
+
+from .calibration import check_calibration, memory_lr_field, mu_field
+from .runs import check_out, command_settings, diverged, write_run
 
 __all__ = [
     "TOY_LABELS",
@@ -66,6 +74,8 @@ __all__ = [
     "PRESETS",
     "softmax",
     "head_gradient",
+    "ToySettings",
+    "PopulationSettings",
     "simulate_toy",
     "population_features",
     "population_setup",
@@ -104,9 +114,7 @@ def _check_common(G: Any, steps: Any, lr: Any, optimizer: str, reduction: str,
 def _spectrum(dW: np.ndarray, step: int, lr: float, where: str) -> dict[str, Any]:
     """:func:`analysis.spectra.summary` of a head update (NaN metrics and norm 0 for a zero update,
     which has no direction); one too large for float64 (its norm
-    overflows) or not finite is a diverged run (:func:`simulations.cli.diverged`)."""
-    from .cli import diverged
-
+    overflows) or not finite is a diverged run (:func:`simulations.runs.diverged`)."""
     if not np.any(dW) and np.isfinite(dW).all():  # no update yet (e.g. every advantage 0): no direction
         return {"rank1_fraction": np.nan, "s1_s2": np.nan, "stable_rank": np.nan, "fro_norm": 0.0}
     try:
@@ -119,13 +127,11 @@ def _spectrum(dW: np.ndarray, step: int, lr: float, where: str) -> dict[str, Any
 
 
 def _check_finite(W: np.ndarray, step: int, lr: float, names: Sequence[str], what: str = "non-finite weights") -> None:
-    """``ValueError`` (:func:`simulations.cli.diverged`) if a configuration's entries of ``W``
+    """``ValueError`` (:func:`simulations.runs.diverged`) if a configuration's entries of ``W``
     (configurations on the leading axis) are not all finite; ``names[c]`` names configuration ``c``."""
     ok = np.isfinite(W).reshape(len(W), -1).all(-1)
     if not ok.all():
-        from .cli import diverged
-
-        raise diverged(step, names[int(np.argmin(ok))], lr, what)
+            raise diverged(step, names[int(np.argmin(ok))], lr, what)
 
 
 # ----------------------------------------------------------------------------- core
@@ -206,18 +212,7 @@ class _Optimizer:
         return W + self.lr * mhat / (np.sqrt(vhat) + self.eps)
 
 
-def _check_memory(mu: Any, memory_lr: Any, lr: float) -> tuple[float, float]:
-    """``mu`` (>= 0) and ``memory_lr`` (> 0, ``None``: ``lr``; only with ``mu > 0``), checked."""
-    mu = checks.number("mu", mu, low=0)
-    if memory_lr is None:
-        return mu, lr
-    memory_lr = checks.number("memory_lr", memory_lr, low=0, low_open=True)
-    if mu == 0:
-        raise ValueError(f"memory_lr applies only with mu > 0 (no memory head is used at mu = 0), got mu={mu!r}")
-    return mu, memory_lr
-
-
-class _Memory:
+class _CalibrationHead:
     """Memory head of distribution-level calibration (Over-Sharpening Sec. 3.2, Alg. 1): logits
     ``f_φ = W_φ·h`` on the policy's features, ``W_φ`` [C, V, d] from 0 (uniform), its own
     optimizer.  The caller samples from ``softmax(f_θ − μ·f_φ)`` (lines 5-6); :meth:`update`
@@ -244,52 +239,172 @@ class _Memory:
             self.W = self.opt.step(self.W, g)
 
 
-class _AdvantageRule:
-    """Per-configuration advantage: a registry family (:func:`rlvr_theory.advantages.get`) or
-    one schedule per configuration (:func:`rlvr_theory.schedules.get`; ``H0[c]``, the initial
-    entropy of configuration ``c``, unless the parameters give ``H0``).  An unknown name or
-    parameter raises ``ValueError`` (the registries' messages)."""
+class _Advantages:
+    """Per-configuration advantages from :class:`rlvr_theory.policy.Policy`: one policy for a
+    registry family (:func:`rlvr_theory.advantages.get`), applied to all configurations at once
+    (a batch-level family to each configuration's batch), or one policy per configuration for a
+    schedule (:func:`rlvr_theory.schedules.get`), each advanced with its configuration's mean
+    reward and entropy.  ``H0[c]`` is the measured initial entropy of configuration ``c``; an
+    ``H0`` in the parameters wins (the policy's rule).  An unknown name or parameter raises
+    ``ValueError`` (the registries' messages)."""
 
     def __init__(self, name: str, params: dict[str, Any], C: int, H0: np.ndarray, steps: int | None = None):
         self.name = name
-        self.schedules: list[_sched.Schedule] | None = None
         if name in _sched.names():
-            params = dict(params)
-            typed_H0 = params.pop("H0", None)
-            self.schedules = [_sched.get(name, steps=steps, H0=float(h) if typed_H0 is None else typed_H0, **params)
-                              for h in np.broadcast_to(H0, (C,))]
+            self.policies = [Policy(schedule=name, schedule_params=params, steps=steps, H0=float(h))
+                             for h in np.broadcast_to(H0, (C,))]
+            self.fixed: Policy | None = None
         else:
-            self.adv = _adv.get(name, **params)
+            self.policies = []
+            self.fixed = Policy(advantage=name, advantage_params=params)
 
     def __call__(self, r: np.ndarray, entropy: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Advantages [C, B, G] and the (alpha, delta) in force per configuration (NaN if none)."""
         C = r.shape[0]
         alpha = np.full(C, np.nan)
         delta = np.full(C, np.nan)
-        if self.schedules is not None:
+        if self.fixed is None:
             out = np.empty(r.shape)
-            for c, s in enumerate(self.schedules):     # loop over configurations: scalar state only
-                a = s.update(reward_mean=float(r[c].mean()), entropy=float(entropy[c]), step=step)
+            for c, pol in enumerate(self.policies):     # loop over configurations: scalar state only
+                a = pol.advance(reward_mean=float(r[c].mean()), entropy=float(entropy[c]), step=step)
                 out[c] = a(r[c])
                 alpha[c] = a.params.get("alpha", np.nan)
-                delta[c] = a.params.get("delta", np.nan) if "delta" in a.params else np.nan
+                delta[c] = a.params.get("delta", np.nan)
             return out, alpha, delta
-        if self.adv.batch_level:  # e.g. reinforce_pp: the batch of one configuration at a time
-            return np.stack([self.adv(r[c]) for c in range(C)]), alpha, delta
-        if "delta" in self.adv.params:
-            delta[:] = self.adv.params["delta"]
-        if "alpha" in self.adv.params:
-            alpha[:] = self.adv.params["alpha"]
-        return self.adv(r), alpha, delta
+        adv = self.fixed.advantage
+        if adv.batch_level:  # e.g. reinforce_pp: the batch of one configuration at a time
+            return np.stack([adv(r[c]) for c in range(C)]), alpha, delta
+        if "delta" in adv.params:
+            delta[:] = adv.params["delta"]
+        if "alpha" in adv.params:
+            alpha[:] = adv.params["alpha"]
+        return adv(r), alpha, delta
+
+
+# ----------------------------------------------------------------------------- settings
+#: the default a flag shows: a preset's value replaces the simulator's
+_PRESET = {"default_text": "the preset's"}
+
+
+def _shared_fields() -> dict[str, Any]:
+    """Help text of the settings both instances share."""
+    return dict(
+        advantage_params=dict(help="parameters of the advantage or schedule (--param NAME=VALUE)"),
+        optimizer=dict(help="optimizer of the head (and of the memory head)", choices=OPTIMIZERS, **_PRESET),
+        lr=dict(help="learning rate", **_PRESET),
+        steps=dict(help="training steps", **_PRESET),
+        reduction=dict(help="sum or mean over the G rollouts of a prompt", choices=REDUCTIONS),
+        log_every=dict(help="trajectory rows every log_every steps (and the last step)"),
+    )
+
+
+_ADVANTAGE_HELP = ("registry name (e.g. reinforce_pp) or schedule (fade, fade-log, agrae, fade-entropy, "
+                   "fade-alpha-only, fade-delta-only)")
+
+
+@dataclass
+class ToySettings:
+    """Settings of :func:`simulate_toy` (the Over-Sharpening toy), one field per keyword.
+
+    ``G`` and ``similarity`` take one value or a list (a sweep); ``seeds`` a count (seeds
+    ``0..n−1``) or a list of seeds.  :meth:`check` checks every field (before any work).
+    """
+
+    G: list[int] = field(default=4, metadata={"help": "group sizes (toy: a list; population: one value)",
+                                                      **_PRESET})  # type: ignore[assignment]
+    similarity: list[str] = field(default="High", metadata={  # type: ignore[assignment]
+        "help": "Siamese variants: High, Mid, Low (toy only)", **_PRESET})
+    seeds: int = field(default=1, metadata={"help": "number of seeds (0..S-1; a list of seeds from Python)",
+                                            **_PRESET})
+    advantage: str = field(default="dr_grpo", metadata={"help": _ADVANTAGE_HELP, **_PRESET})
+    advantage_params: dict | None = field(default=None, metadata=_shared_fields()["advantage_params"])
+    optimizer: str = field(default="sgd", metadata=_shared_fields()["optimizer"])
+    lr: float = field(default=0.1, metadata=_shared_fields()["lr"])
+    steps: int = field(default=500, metadata=_shared_fields()["steps"])
+    reduction: str = field(default="sum", metadata=_shared_fields()["reduction"])
+    log_every: int = field(default=1, metadata=_shared_fields()["log_every"])
+    mu: float = mu_field("a memory head f_φ")
+    memory_lr: float | None = memory_lr_field("memory head")
+
+    def check(self) -> ToySettings:
+        """Every field checked (:mod:`rlvr_plumbing.checks`; the size of the run first,
+        :func:`check_size`); an unknown advantage or parameter is refused.  Returns the
+        settings normalised: ``G``, ``similarity`` and ``seeds`` as lists, ``memory_lr`` the
+        one in force (``lr`` unless given)."""
+        Gs = [checks.integer("G", g, low=1) for g in np.atleast_1d(self.G).tolist()]
+        sims = [self.similarity] if isinstance(self.similarity, str) else list(self.similarity)
+        for s in sims:
+            checks.choice("similarity", s, tuple(SIAMESE_VARIANTS))
+        check_size("toy", G=Gs, similarity=sims, seeds=self.seeds, steps=self.steps, log_every=self.log_every)
+        seed_list = _seed_list(self.seeds)
+        _, steps, lr, log_every = _check_common(max(Gs), self.steps, self.lr, self.optimizer, self.reduction,
+                                                self.log_every)
+        mu, memory_lr = check_calibration(self.mu, self.memory_lr, model="memory head", lr=lr)
+        params = dict(self.advantage_params or {})
+        _Advantages(self.advantage, params, 1, np.ones(1), steps)  # an unknown name or parameter: refused
+        return dataclasses.replace(self, G=Gs, similarity=sims, seeds=seed_list, advantage_params=params,
+                                   steps=steps, lr=lr, log_every=log_every, mu=mu, memory_lr=memory_lr)
+
+
+@dataclass
+class PopulationSettings:
+    """Settings of :func:`simulate_population` (the FADE App. 15 prompt population), one field
+    per keyword.  ``K`` takes one value or a list (a sweep); ``seeds`` a count or a list of
+    seeds.  :meth:`check` checks every field (before any work)."""
+
+    M: int = field(default=32, metadata={"help": "prompts per step"})
+    K: list[int] = field(default=4, metadata={"help": "failure modes (population only)", **_PRESET})  # type: ignore[assignment]
+    tokens_per_mode: int = field(default=4, metadata={"help": "wrong-answer tokens per failure mode"})
+    G: int = field(default=8, metadata={"help": "rollouts per prompt"})
+    seeds: int = field(default=4, metadata={"help": "number of seeds (0..S-1; a list of seeds from Python)"})
+    advantage: str = field(default="asym_grpo", metadata={"help": _ADVANTAGE_HELP})
+    advantage_params: dict | None = field(default=None, metadata=_shared_fields()["advantage_params"])
+    correct: str = field(default="per_prompt", metadata={
+        "help": "one correct answer per prompt, or one shared by all", "choices": ("per_prompt", "shared")})
+    solve_rates: tuple[float, float] = field(default=(0.1, 0.9), metadata={
+        "help": "range (lo, hi) of the good-path probabilities"})
+    rho_success: float = field(default=0.8, metadata={"help": "correlation of the good-path hidden states"})
+    rho_failure: float = field(default=0.8, metadata={"help": "correlation of the failure-mode hidden states"})
+    shared: float = field(default=0.5, metadata={"help": "weight of the shared direction u_1"})
+    init_scale: float = field(default=5.0, metadata={"help": "scale of the initial head"})
+    feature_seed: int = field(default=0, metadata={"help": "seed of the fixed features"})
+    optimizer: str = field(default="sgd", metadata=_shared_fields()["optimizer"])
+    lr: float = field(default=0.05, metadata=_shared_fields()["lr"])
+    steps: int = field(default=100, metadata=_shared_fields()["steps"])
+    reduction: str = field(default="sum", metadata=_shared_fields()["reduction"])
+    log_every: int = field(default=10, metadata=_shared_fields()["log_every"])
+    mu: float = mu_field("a memory head f_φ")
+    memory_lr: float | None = memory_lr_field("memory head")
+
+    def check(self) -> PopulationSettings:
+        """Every field checked as :meth:`ToySettings.check` does (the size first); returns the
+        settings normalised (``K`` and ``seeds`` as lists, ``memory_lr`` the one in force)."""
+        M = checks.integer("M", self.M, low=1)
+        Ks = [checks.integer("K", k, low=1) for k in np.atleast_1d(self.K).tolist()]
+        check_size("population", M=M, K=Ks, tokens_per_mode=self.tokens_per_mode, G=self.G, seeds=self.seeds,
+                   correct=self.correct, steps=self.steps, log_every=self.log_every)
+        seed_list = _seed_list(self.seeds)
+        G, steps, lr, log_every = _check_common(self.G, self.steps, self.lr, self.optimizer, self.reduction,
+                                                self.log_every)
+        mu, memory_lr = check_calibration(self.mu, self.memory_lr, model="memory head", lr=lr)
+        params = dict(self.advantage_params or {})
+        _Advantages(self.advantage, params, 1, np.ones(1), steps)  # an unknown name or parameter: refused
+        return dataclasses.replace(self, M=M, K=Ks, G=G, seeds=seed_list, advantage_params=params, steps=steps,
+                                   lr=lr, log_every=log_every, mu=mu, memory_lr=memory_lr)
+
+
+def _settings(cls: type, given: Any, kw: dict[str, Any]) -> Any:
+    """``cls(**kw)``, or ``given`` (an instance of ``cls``) with ``kw`` replaced."""
+    if given is None:
+        return cls(**kw)
+    if not isinstance(given, cls):
+        raise TypeError(f"settings must be a {cls.__name__}, got {type(given).__name__}")
+    return dataclasses.replace(given, **kw)
 
 
 # ----------------------------------------------------------------------------- instance 1
-def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] = "High",
-                 seeds: int | Sequence[int] = 1, advantage: str = "dr_grpo",
-                 advantage_params: dict[str, Any] | None = None, optimizer: str = "sgd",
-                 lr: float = 0.1, steps: int = 500, reduction: str = "sum", log_every: int = 1,
-                 mu: float = 0.0, memory_lr: float | None = None,
-                 progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+def simulate_toy(settings: ToySettings | None = None, /, *, progress: bool = False,
+                 **kw: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The softmax toy of Over-Sharpening Sec. 2.4 (Fig. 1-2), App. G (Fig. 3-4), App. H (Fig. 5).
 
     Labels :data:`TOY_LABELS` with the 4-d embeddings of
@@ -301,6 +416,11 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
 
     Parameters
     ----------
+    settings : ToySettings, optional
+        The settings as one object (the keywords below replace its fields); or give the fields
+        as keywords (``simulate_toy(G=4, ...)`` runs ``ToySettings(G=4, ...)``).
+    progress : bool
+        A tqdm bar per group size.
     G : int or sequence of int >= 1
         Group sizes.
     similarity : "High", "Mid", "Low" or a sequence of them
@@ -375,21 +495,15 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
     2     2  0.332      0.658  0.377      0.588
     3     3  0.396      0.593  0.460      0.502
     """
-    Gs = [checks.integer("G", g, low=1) for g in np.atleast_1d(G).tolist()]
-    sims = [similarity] if isinstance(similarity, str) else list(similarity)
-    for s in sims:
-        checks.choice("similarity", s, tuple(SIAMESE_VARIANTS))
-    check_size("toy", G=Gs, similarity=sims, seeds=seeds, steps=steps, log_every=log_every)
-    seed_list = _seed_list(seeds)
-    _, steps, lr, log_every = _check_common(max(Gs), steps, lr, optimizer, reduction, log_every)
-    mu, memory_lr = _check_memory(mu, memory_lr, lr)
-    params = dict(advantage_params or {})
-    _AdvantageRule(advantage, params, 1, np.ones(1), steps)  # an unknown name or parameter: refused before any work
+    s = _settings(ToySettings, settings, kw).check()  # before any work
+    Gs, sims, seed_list, params = s.G, s.similarity, s.seeds, s.advantage_params
+    steps, lr, log_every, optimizer, reduction = s.steps, s.lr, s.log_every, s.optimizer, s.reduction
+    advantage, mu, memory_lr = s.advantage, s.mu, s.memory_lr
 
     x_train = np.asarray(TOY_EMBEDDINGS["Persian"])
     correct = np.array([1.0, 0.0, 1.0, 0.0])          # Cat, Dog, Persian, Siamese
     # one group of runs per group size (G varies the sampled shape); the rest batched
-    frames_t, weights, memory_weights = [], {}, {}
+    frames_t, weights, calibration_weights = [], {}, {}
     for g in Gs:
         combos = [(sim, sd) for sd in seed_list for sim in sims]
         C = len(combos)
@@ -398,10 +512,10 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
         rngs = {sd: np.random.default_rng(sd) for sd in seed_list}
         W = np.zeros((C, 4, 4))
         opt = _Optimizer(optimizer, lr, W.shape)
-        memory = _Memory(optimizer, memory_lr, W.shape) if mu > 0 else None
+        calib = _CalibrationHead(optimizer, memory_lr, W.shape) if mu > 0 else None
         H = np.broadcast_to(x_train, (C, 1, 4))
         pi0 = softmax(np.einsum("cvd,cbd->cbv", W, H))
-        rule = _AdvantageRule(advantage, params, C, _entropy(pi0)[:, 0], steps)
+        rule = _Advantages(advantage, params, C, _entropy(pi0)[:, 0], steps)
         rows = []
         it = range(steps + 1)
         if progress:
@@ -412,7 +526,7 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
             pi = softmax(z)
             ent = _entropy(pi)[:, 0]
             # Alg. 1 lines 5-6 (line 8 without memory): rollouts from softmax(f_θ − μ·f_φ)
-            q = pi if memory is None else softmax(z - mu * memory.logits(H))
+            q = pi if calib is None else softmax(z - mu * calib.logits(H))
             if t % log_every == 0 or t == steps:
                 pe = softmax(np.einsum("cvd,cd->cv", W, x_eval))
                 # max(p_cat, p_persian)/(p_cat + p_persian) from the logits: finite when both underflow
@@ -420,7 +534,7 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
                 rows.append(dict(step=t, p_cat=pi[:, 0, 0], p_dog=pi[:, 0, 1], p_persian=pi[:, 0, 2],
                                  p_siamese_train=pi[:, 0, 3], siamese_acc=pe[:, 3], entropy=ent,
                                  reward_mean=np.full(C, np.nan), winner_share=share))
-                if memory is not None:
+                if calib is not None:
                     rows[-1].update(q_cat=q[:, 0, 0], q_persian=q[:, 0, 2], sample_entropy=_entropy(q)[:, 0])
             if t == steps:
                 break
@@ -437,9 +551,9 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
             with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is refused just below
                 W = opt.step(W, grad)
             _check_finite(W, t + 1, lr, names)
-            if memory is not None:                                        # Alg. 1 lines 21-22
-                memory.update(H, y)
-                _check_finite(memory.W, t + 1, memory_lr, names, "non-finite memory weights")
+            if calib is not None:                                         # Alg. 1 lines 21-22
+                calib.update(H, y)
+                _check_finite(calib.W, t + 1, memory_lr, names, "non-finite memory weights")
             if t % log_every == 0:
                 rows[-1]["reward_mean"] = r.mean((1, 2))
         # one frame from the logged rows (each row: C configurations), built column by column
@@ -452,8 +566,8 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
         tr = pd.DataFrame(cols)
         frames_t.append(tr)
         weights[g] = W
-        if memory is not None:
-            memory_weights[g] = memory.W
+        if calib is not None:
+            calibration_weights[g] = calib.W
     tr = pd.concat(frames_t, ignore_index=True)
     tr["advantage"], tr["optimizer"], tr["lr"] = advantage, optimizer, lr
     if mu > 0:
@@ -462,7 +576,7 @@ def simulate_toy(*, G: int | Sequence[int] = 4, similarity: str | Sequence[str] 
     final = tr[tr.step == steps].drop(columns=["reward_mean"], errors="ignore").reset_index(drop=True)
     final.attrs["weights"] = weights
     if mu > 0:
-        final.attrs["memory_weights"] = memory_weights
+        final.attrs["memory_weights"] = calibration_weights
     return tr, final
 
 
@@ -625,15 +739,8 @@ def _population_stats(pi: np.ndarray, cm: np.ndarray, path_p: np.ndarray) -> tup
     return (pc * path_p).sum(-1).mean(-1), (_entropy(pi) * path_p).sum(-1).mean(-1)
 
 
-def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_mode: int = 4, G: int = 8,
-                        seeds: int | Sequence[int] = 4, advantage: str = "asym_grpo",
-                        advantage_params: dict[str, Any] | None = None, correct: str = "per_prompt",
-                        solve_rates: tuple[float, float] = (0.1, 0.9), rho_success: float = 0.8,
-                        rho_failure: float = 0.8, shared: float = 0.5, init_scale: float = 5.0,
-                        feature_seed: int = 0, optimizer: str = "sgd", lr: float = 0.05, steps: int = 100,
-                        reduction: str = "sum", log_every: int = 10, mu: float = 0.0,
-                        memory_lr: float | None = None,
-                        progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+def simulate_population(settings: PopulationSettings | None = None, /, *, progress: bool = False,
+                        **kw: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Population of ``M`` prompts with ``K`` failure modes: the rank-1 funnel (FADE App. 15, Fig. 8).
 
     Each rollout of prompt ``m`` first follows a reasoning path (fixed, not learned): the good
@@ -659,6 +766,11 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
 
     Parameters
     ----------
+    settings : PopulationSettings, optional
+        The settings as one object (the keywords below replace its fields); or give the fields
+        as keywords (:class:`PopulationSettings`).
+    progress : bool
+        A tqdm bar per ``K``.
     M, G : int >= 1
         Prompts per step and rollouts per prompt.
     K : int >= 1 or sequence
@@ -709,29 +821,24 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         those of a run without them, bit for bit.
         ``final.attrs["weights"]``: ``{K: (W0, W)}``, ``W`` of shape (seeds, V, d).
     """
-    M = checks.integer("M", M, low=1)
-    Ks = [checks.integer("K", k, low=1) for k in np.atleast_1d(K).tolist()]
-    check_size("population", M=M, K=Ks, tokens_per_mode=tokens_per_mode, G=G, seeds=seeds, correct=correct,
-               steps=steps, log_every=log_every)
-    seed_list = _seed_list(seeds)
-    G, steps, lr, log_every = _check_common(G, steps, lr, optimizer, reduction, log_every)
-    mu, memory_lr = _check_memory(mu, memory_lr, lr)
-    params = dict(advantage_params or {})
-    _AdvantageRule(advantage, params, 1, np.ones(1), steps)  # an unknown name or parameter: refused before any work
+    s = _settings(PopulationSettings, settings, kw).check()  # before any work
+    M, Ks, G, seed_list, params = s.M, s.K, s.G, s.seeds, s.advantage_params
+    steps, lr, log_every, optimizer, reduction = s.steps, s.lr, s.log_every, s.optimizer, s.reduction
+    advantage, correct, mu, memory_lr = s.advantage, s.correct, s.mu, s.memory_lr
     C = len(seed_list)
-    out, weights, memory_weights = [], {}, {}
+    out, weights, calibration_weights = [], {}, {}
     for k in Ks:
-        H, path_p, cm, W0 = population_setup(M, k, tokens_per_mode=tokens_per_mode, correct=correct,
-                                             solve_rates=solve_rates, rho_success=rho_success,
-                                             rho_failure=rho_failure, shared=shared, init_scale=init_scale,
-                                             feature_seed=feature_seed)
+        H, path_p, cm, W0 = population_setup(M, k, tokens_per_mode=s.tokens_per_mode, correct=correct,
+                                             solve_rates=s.solve_rates, rho_success=s.rho_success,
+                                             rho_failure=s.rho_failure, shared=s.shared, init_scale=s.init_scale,
+                                             feature_seed=s.feature_seed)
         V = W0.shape[0]
         W = np.broadcast_to(W0, (C,) + W0.shape).copy()
         opt = _Optimizer(optimizer, lr, W.shape)
-        memory = _Memory(optimizer, memory_lr, W.shape) if mu > 0 else None
-        rngs = [np.random.default_rng(s) for s in seed_list]
+        calib = _CalibrationHead(optimizer, memory_lr, W.shape) if mu > 0 else None
+        rngs = [np.random.default_rng(sd) for sd in seed_list]
         _, _, ent0 = _population_policy(W, H, cm, path_p)
-        rule = _AdvantageRule(advantage, params, C, ent0, steps)
+        rule = _Advantages(advantage, params, C, ent0, steps)
         names = [f"K={k}, seed={sd}" for sd in seed_list]
         it = range(steps + 1)
         if progress:
@@ -742,14 +849,14 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         ci, mi, gi = np.arange(C)[:, None, None], np.arange(M)[None, :, None], np.arange(G)[None, None, :]
         for t in it:
             pi, solve, ent = _population_policy(W, H, cm, path_p)
-            if memory is not None:   # Alg. 1 lines 5-6: f_θ − μ·f_φ = (W − μ·W_φ)·h, both heads linear in h
-                q = softmax(np.matmul(H.reshape(-1, H.shape[-1]), (W - mu * memory.W).transpose(0, 2, 1))
+            if calib is not None:   # Alg. 1 lines 5-6: f_θ − μ·f_φ = (W − μ·W_φ)·h, both heads linear in h
+                q = softmax(np.matmul(H.reshape(-1, H.shape[-1]), (W - mu * calib.W).transpose(0, 2, 1))
                             ).reshape(pi.shape)
             logged = t % log_every == 0 or t == steps
             if logged:
                 row = dict(step=t, seed=seed_list, solve_rate=solve, entropy=ent, reward_mean=np.full(C, np.nan),
                            alpha=np.full(C, np.nan), delta=np.full(C, np.nan))
-                if memory is not None:
+                if calib is not None:
                     row["sample_solve_rate"], row["sample_entropy"] = _population_stats(q, cm, path_p)
                 specs = [_spectrum(W[c] - W0, t, lr, names[c]) if t > 0 else None for c in range(C)]
                 for key in ("rank1_fraction", "s1_s2", "stable_rank", "fro_norm"):
@@ -759,7 +866,7 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
                 break
             z = np.stack([_sample(path_p, G, rng) for rng in rngs])              # [C, M, G] paths
             pz = pi[ci, mi, z]                                                   # [C, M, G, V]
-            qz = pz if memory is None else q[ci, mi, z]                          # sampling distribution
+            qz = pz if calib is None else q[ci, mi, z]                           # sampling distribution
             u = np.stack([rng.random((M, G)) for rng in rngs])
             y = np.minimum((u[..., None] > np.cumsum(qz, -1)).sum(-1), V - 1)    # [C, M, G]
             r = (y == cm[:, None]).astype(float)
@@ -772,9 +879,9 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
             with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is refused just below
                 W = opt.step(W, grad)
             _check_finite(W, t + 1, lr, names)
-            if memory is not None:                     # Alg. 1 lines 21-22: one context per rollout
-                memory.update(Hz.reshape(C, M * G, -1), y.reshape(C, M * G, 1))
-                _check_finite(memory.W, t + 1, memory_lr, names, "non-finite memory weights")
+            if calib is not None:                      # Alg. 1 lines 21-22: one context per rollout
+                calib.update(Hz.reshape(C, M * G, -1), y.reshape(C, M * G, 1))
+                _check_finite(calib.W, t + 1, memory_lr, names, "non-finite memory weights")
             if logged:
                 rows[-1]["reward_mean"], rows[-1]["alpha"], rows[-1]["delta"] = r.mean((1, 2)), alpha, delta
                 # FADE Cor. 15.3: alignment of this step's head gradient with the previous step's
@@ -786,14 +893,14 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
         df.insert(1, "K", k)
         out.append(df)
         weights[k] = (W0, W)
-        if memory is not None:
-            memory_weights[k] = memory.W
+        if calib is not None:
+            calibration_weights[k] = calib.W
     tr = pd.concat(out, ignore_index=True).rename(columns={"rank1_fraction": "r1", "fro_norm": "dW_norm"})
     tr["advantage"] = advantage
     tr["advantage_params"] = serialize.dumps(params, sort_keys=True)
     tr["correct"] = correct
-    tr["M"], tr["G"], tr["tokens_per_mode"], tr["optimizer"], tr["lr"] = M, G, tokens_per_mode, optimizer, lr
-    tr["rho_success"], tr["rho_failure"], tr["shared"] = rho_success, rho_failure, shared
+    tr["M"], tr["G"], tr["tokens_per_mode"], tr["optimizer"], tr["lr"] = M, G, s.tokens_per_mode, optimizer, lr
+    tr["rho_success"], tr["rho_failure"], tr["shared"] = s.rho_success, s.rho_failure, s.shared
     if mu > 0:
         tr["mu"], tr["memory_lr"] = mu, memory_lr
     for col in ("grad_cos", "grad_u_cos"):             # added columns: the last ones, after every earlier column
@@ -801,7 +908,7 @@ def simulate_population(*, M: int = 32, K: int | Sequence[int] = 4, tokens_per_m
     final = tr[tr.step == steps].reset_index(drop=True)
     final.attrs["weights"] = weights
     if mu > 0:
-        final.attrs["memory_weights"] = memory_weights
+        final.attrs["memory_weights"] = calibration_weights
     return tr, final
 
 
@@ -832,10 +939,17 @@ def run_preset(name: str, **overrides: Any) -> tuple[pd.DataFrame, pd.DataFrame,
     instance, kw = PRESETS[name]
     kw = {**kw, **{k: v for k, v in overrides.items() if v is not None}}
     fn = simulate_toy if instance == "toy" else simulate_population
-    defaults = {k: p.default for k, p in inspect.signature(fn).parameters.items()}
+    defaults = {**_defaults(instance), "progress": False}
     check_size(instance, **kw, what=f"rlvr-sim linear-head --preset {name}")
     tr, final = fn(**kw)
     return tr, final, {"preset": name, "instance": instance, **defaults, **kw}
+
+
+def _defaults(instance: str) -> dict[str, Any]:
+    """The default of every field of :class:`ToySettings` (``instance="toy"``) or
+    :class:`PopulationSettings`, in field order."""
+    cls = ToySettings if instance == "toy" else PopulationSettings
+    return {f.name: f.default for f in dataclasses.fields(cls)}
 
 
 def check_size(instance: str, *, what: str | None = None, **kw: Any) -> int:
@@ -858,25 +972,24 @@ def check_size(instance: str, *, what: str | None = None, **kw: Any) -> int:
     ...
     ValueError: the linear-head toy (G up to 1000000000000, 1 configurations, steps=10) needs about ...
     """
-    sig = inspect.signature(simulate_toy if instance == "toy" else simulate_population).parameters
-    kw = {**{k: p.default for k, p in sig.items()}, **kw}
+    kw = {**_defaults(instance), **kw}
     seeds = kw["seeds"]
     S = checks.integer("seeds", seeds, low=1) if np.ndim(seeds) == 0 else len(seeds)
     steps = checks.integer("steps", kw["steps"], low=1)
     log_every = checks.integer("log_every", kw["log_every"], low=1)
     records = steps // log_every + 2
-    mem = 2 * int(checks.number("mu", kw["mu"], low=0) > 0)   # the memory head's distributions
+    calib = 2 * int(checks.number("mu", kw["mu"], low=0) > 0)   # the memory head's distributions
     if instance == "toy":
         Gs = [checks.integer("G", g, low=1) for g in np.atleast_1d(kw["G"]).tolist()]
         C = S * (1 if isinstance(kw["similarity"], str) else len(kw["similarity"]))
-        nbytes = max(C * ((9 + mem) * 8 * g + 2_000) for g in Gs) + 3 * 8 * 25 * C * len(Gs) * records
+        nbytes = max(C * ((9 + calib) * 8 * g + 2_000) for g in Gs) + 3 * 8 * 25 * C * len(Gs) * records
         text = f"(G up to {max(Gs)}, {C * len(Gs)} configurations, steps={steps})"
     else:
         M, G = checks.integer("M", kw["M"], low=1), checks.integer("G", kw["G"], low=1)
         tpm = checks.integer("tokens_per_mode", kw["tokens_per_mode"], low=1)
         Ks = [checks.integer("K", k, low=1) for k in np.atleast_1d(kw["K"]).tolist()]
         V = {k: (M if kw["correct"] == "per_prompt" else 1) + k * tpm for k in Ks}
-        nbytes = (max(8 * S * (M * ((3 + mem) * (k + 1) * V[k] + (4 + mem) * G * V[k] + G * (k + 18))
+        nbytes = (max(8 * S * (M * ((3 + calib) * (k + 1) * V[k] + (4 + calib) * G * V[k] + G * (k + 18))
                           + 6 * V[k] * (k + 18))
                       for k in Ks) + 3 * 8 * 25 * S * len(Ks) * records)
         text = f"(M={M}, K up to {max(Ks)}, G={G}, {S * len(Ks)} configurations, steps={steps})"
@@ -886,17 +999,19 @@ def check_size(instance: str, *, what: str | None = None, **kw: Any) -> int:
     return nbytes
 
 
-def _cli(args: argparse.Namespace) -> int:
-    from .cli import check_out, command_settings, write_run
+#: the fields of :class:`ToySettings` with a flag, in the order of ``--help`` (``--K`` is
+#: :class:`PopulationSettings`'; the toy's values go to either instance)
+_TOY_FLAGS = ("steps", "G", "seeds", "similarity", "advantage", "optimizer", "lr", "mu", "memory_lr")
 
+
+def _cli(args: argparse.Namespace) -> int:
     check_out(args)  # before any work
     params = runner.parse_params(args.param) or None
     if args.preset not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {args.preset!r}")
     instance = PRESETS[args.preset][0]
-    over: dict[str, Any] = dict(steps=args.steps, G=args.G, seeds=args.seeds, advantage=args.advantage,
-                                advantage_params=params, optimizer=args.optimizer, lr=args.lr, mu=args.mu,
-                                memory_lr=args.memory_lr, progress=not args.quiet)
+    over: dict[str, Any] = dict(runner.given_settings(args, ToySettings, names=_TOY_FLAGS),
+                                advantage_params=params, progress=not args.quiet)
     if instance == "toy":
         for flag in ("K", "delta"):
             if getattr(args, flag) is not None:
@@ -927,21 +1042,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ap = subparsers.add_parser("linear-head", help="linear softmax head (Over-Sharpening toy, FADE rank-1 funnel)",
                                description="Linear-head policy softmax(W h(x)) with fixed features.")
     ap.add_argument("--preset", required=True, help=f"one of: {', '.join(PRESETS)}")
-    ap.add_argument("--steps", type=int)
-    ap.add_argument("--G", type=int, nargs="+", help="group sizes (toy: a list; population: one value)")
-    ap.add_argument("--seeds", type=int, help="number of seeds")
-    ap.add_argument("--similarity", nargs="+", help="High, Mid, Low (toy only)")
-    ap.add_argument("--K", type=int, nargs="+", help="failure modes (population only)")
+    runner.add_settings(ap, ToySettings, only=_TOY_FLAGS[:3])  # --steps, --G, --seeds
+    runner.add_settings(ap, ToySettings, only=("similarity",))
+    runner.add_settings(ap, PopulationSettings, only=("K",))
     ap.add_argument("--delta", type=float, help="shortcut for --param delta=VALUE (population only)")
-    ap.add_argument("--advantage", help="registry name (e.g. reinforce_pp) or schedule (fade, fade-log, agrae, "
-                                        "fade-entropy, fade-alpha-only, fade-delta-only)")
+    runner.add_settings(ap, ToySettings, only=("advantage",))
     runner.add_param_option(ap, of="advantage or schedule", json_alias="--advantage-params")
-    ap.add_argument("--optimizer", choices=OPTIMIZERS)
-    ap.add_argument("--lr", type=float)
-    ap.add_argument("--mu", type=float, help="distribution-level calibration: sample from softmax(f_θ − μ·f_φ) "
-                    "with a memory head f_φ trained on the samples (default 0: no memory)")
-    ap.add_argument("--memory-lr", type=float, help="learning rate of the memory head (with --mu > 0; "
-                    "default: --lr)")
+    runner.add_settings(ap, ToySettings, only=_TOY_FLAGS[5:])  # --optimizer, --lr, --mu, --memory-lr
     runner.add_run_options(ap)
     ap.set_defaults(func=_cli)
     return ap

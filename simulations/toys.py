@@ -55,6 +55,7 @@ from rlvr_plumbing import checks, runner
 from rlvr_plumbing.runtime import resolve_device
 
 from . import categorical as sc
+from .runs import check_out, command_settings, write_run
 
 __all__ = ["Setting", "Toy", "TOYS", "toy", "configs", "check_size", "run", "stages",
            "behaviour_step", "add_parser"]
@@ -270,6 +271,35 @@ def check_size(name: str, *, steps: int | None = None, seeds: int | None = None,
     return engine + table
 
 
+@dataclass
+class ToyRun:
+    """Settings of a run of :func:`run`: the toy ``name`` (a key of :data:`TOYS`) and what
+    replaces its defaults (``None``: the toy's).  :meth:`check` refuses a bad value or a run
+    that cannot fit in memory before any work; ``rlvr-sim toys`` generates ``--steps`` and
+    ``--seeds`` from the fields (``--preset`` is ``name``)."""
+
+    name: str = field(metadata={"help": "the toy (a key of TOYS)", "cli": False})
+    steps: int | None = field(default=None, metadata={"help": "training steps", "default_text": "the preset's"})
+    seeds: int | None = field(default=None, metadata={"help": "number of seeds (0..S-1)",
+                                                      "default_text": "the preset's"})
+    record_every: int | None = field(default=None, metadata={"help": "record every this many steps",
+                                                             "default_text": "the preset's", "cli": False})
+    settings: list[str] | None = field(default=None, metadata={"help": "labels of the settings to run",
+                                                               "default_text": "all", "cli": False})
+
+    def check(self, device: str = "cpu") -> ToyRun:
+        """Refuse a bad toy, setting label or count, or a run that cannot fit in memory on
+        ``device`` (:func:`check_size`); returns the settings."""
+        check_size(self.name, steps=self.steps, seeds=self.seeds, record_every=self.record_every,
+                   settings=self.settings, device=device)
+        return self
+
+    def configs(self) -> list[tuple[Setting, sc.Config]]:
+        """:func:`configs` of these settings."""
+        return configs(self.name, steps=self.steps, seeds=self.seeds, record_every=self.record_every,
+                       settings=self.settings)
+
+
 # ------------------------------------------------------------------ running
 @contextlib.contextmanager
 def _torch_threads(n: int | None = 1) -> Iterator[None]:
@@ -309,9 +339,8 @@ def _long(traj: pd.DataFrame, s: Setting, toy_name: str) -> pd.DataFrame:
     return out
 
 
-def run(name: str, *, steps: int | None = None, seeds: int | None = None, record_every: int | None = None,
-        settings: Sequence[str] | None = None, device: str = "cpu", progress: bool = False,
-        threads: int | None = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+def run(name: str, *, device: str = "cpu", progress: bool = False, threads: int | None = 1,
+        **kw: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run every setting of toy ``name`` with :func:`simulations.categorical.simulate`.
 
     Parameters
@@ -321,7 +350,8 @@ def run(name: str, *, steps: int | None = None, seeds: int | None = None, record
     steps, seeds, record_every : int, optional
         Override the toy's defaults (``seeds`` is a count: seeds ``0..seeds−1``).
     settings : list of str, optional
-        Labels of the settings to run (default: all).
+        Labels of the settings to run (default: all).  These four are the fields of
+        :class:`ToyRun` (``run(name, **kw)`` runs ``ToyRun(name, **kw)``).
     device : str
         Engine device (``"cpu"`` by default: a few actions gain nothing on a GPU).
     progress : bool
@@ -354,9 +384,9 @@ def run(name: str, *, steps: int | None = None, seeds: int | None = None, record
     0     0    0.011    0.983      40     90.0       True
     1     1    0.019    0.978      45     85.0       True
     """
+    r = ToyRun(name, **kw).check(device)  # before any work
     t = toy(name)
-    check_size(name, steps=steps, seeds=seeds, record_every=record_every, settings=settings, device=device)
-    pairs = configs(name, steps=steps, seeds=seeds, record_every=record_every, settings=settings)
+    pairs = r.configs()
     it = pairs
     if progress:
         from tqdm.auto import tqdm
@@ -483,15 +513,13 @@ def behaviour_step(name: str = "agrae-cneg", *, seeds: int = 64, device: str = "
 
 # ------------------------------------------------------------------ CLI
 def _run_cli(args: argparse.Namespace) -> int:
-    from .cli import check_out, command_settings, write_run
-
     check_out(args)  # before any work
     t = toy(args.preset)
     dev = resolve_device(args.device)
-    check_size(args.preset, steps=args.steps, seeds=args.seeds, device=str(dev))
-    pairs = configs(args.preset, steps=args.steps, seeds=args.seeds)  # validates before anything is written
+    given = runner.given_settings(args, ToyRun)
+    pairs = ToyRun(args.preset, **given).check(str(dev)).configs()  # validates before anything is written
     t0 = time.perf_counter()
-    traj, final = run(args.preset, steps=args.steps, seeds=args.seeds, device=str(dev), progress=not args.quiet,
+    traj, final = run(args.preset, **given, device=str(dev), progress=not args.quiet,
                       threads=None)  # the runner has applied --threads
     wall = time.perf_counter() - t0
 
@@ -510,8 +538,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     ap = subparsers.add_parser("toys", help="few-action toys of Two-Stage (two stages, GRPO-N) and A-GRAE Theorem 1",
                                description="Few-action softmax toys run by the categorical engine.")
     ap.add_argument("--preset", required=True, help=f"one of {', '.join(TOYS)}")
-    ap.add_argument("--steps", type=int, help="training steps (default: the preset's)")
-    ap.add_argument("--seeds", type=int, help="number of seeds (0..S-1)")
+    runner.add_settings(ap, ToyRun)  # --steps, --seeds
     runner.add_run_options(ap, device="cpu")
     ap.set_defaults(func=_run_cli)
     return ap

@@ -109,7 +109,7 @@ def test_two_learning_rates_and_the_schedules_agree():
     in threads give the reference's and each other's numbers."""
     cfg = sc.Config(K=12, n_correct=4, z_anchor=1.5, z_correct=0.5, N=(3, 16), gamma=(0.0,), seeds=(1,),
                     lr=(0.02, 0.08), steps=10, record_every=1, mu=1.0)
-    traj, _ = sc.simulate(cfg, device="cpu", dtype=torch.float64, schedule="blocks")
+    traj, _ = sc.simulate(cfg, device="cpu", dtype=torch.float64, execution="blocks")
     for row in cfg.grid().itertuples():
         ref = _reference(cfg, row.N, row.gamma, row.seed, row.lr)
         ours = traj[traj.config == row.config].reset_index(drop=True)
@@ -117,11 +117,11 @@ def test_two_learning_rates_and_the_schedules_agree():
         assert (ours.memory_lr == row.lr).all()
     big = sc.Config(K=3000, n_correct=300, N=(4, 64, 4096), gamma=(0.0, 1.0), seeds=(0, 1), steps=15,
                     record_every=5, mu=0.5, memory_lr=0.1, predict=True)
-    ref, _ = sc.simulate(big, device="cpu", schedule="batched")
+    ref, _ = sc.simulate(big, device="cpu", execution="batched")
     threads = torch.get_num_threads()
     torch.set_num_threads(3)  # three blocks side by side
     try:
-        blocks, _ = sc.simulate(big, device="cpu", schedule="blocks")
+        blocks, _ = sc.simulate(big, device="cpu", execution="blocks")
     finally:
         torch.set_num_threads(threads)
     pd.testing.assert_frame_equal(ref, blocks, check_exact=True)

@@ -100,15 +100,15 @@ def test_batched_schedule_equals_block_schedule_on_cpu(dtype):
     CPU schedule (one group size at a time), bit for bit."""
     cfg = sc.Config(K=1000, n_correct=100, N=(2, 7, 64, 1000), gamma=(0.0, 1.0), seeds=(0, 1, 2), lr=(0.05,),
                     steps=25, record_every=5, predict=True)
-    a, fa = sc.simulate(cfg, device="cpu", dtype=dtype, schedule="blocks")
-    b, fb = sc.simulate(cfg, device="cpu", dtype=dtype, schedule="batched")
+    a, fa = sc.simulate(cfg, device="cpu", dtype=dtype, execution="blocks")
+    b, fb = sc.simulate(cfg, device="cpu", dtype=dtype, execution="batched")
     pd.testing.assert_frame_equal(a, b, check_exact=True)
     pd.testing.assert_frame_equal(fa, fb, check_exact=True)
     c, _ = sc.simulate(cfg, device="cpu", dtype=dtype)  # "auto" on the CPU: blocks
     pd.testing.assert_frame_equal(a, c, check_exact=True)
     two_lrs = sc.Config(**{**cfg.to_dict(), "lr": (0.01, 0.1), "surrogate": "prob", "predict": False})
-    a, _ = sc.simulate(two_lrs, device="cpu", dtype=dtype, schedule="blocks")
-    b, _ = sc.simulate(two_lrs, device="cpu", dtype=dtype, schedule="batched")
+    a, _ = sc.simulate(two_lrs, device="cpu", dtype=dtype, execution="blocks")
+    b, _ = sc.simulate(two_lrs, device="cpu", dtype=dtype, execution="batched")
     pd.testing.assert_frame_equal(a, b, check_exact=True)
 
 
@@ -164,3 +164,22 @@ def test_blocks_side_by_side_give_the_numbers_of_one_thread():
     finally:
         torch.set_num_threads(n)
     pd.testing.assert_frame_equal(one, three, check_exact=True)
+
+
+def test_execution_keyword_and_its_deprecated_alias_schedule():
+    """``execution`` (how the configurations are advanced) was called ``schedule``: the old
+    keyword still works, with a DeprecationWarning naming the new one, and gives the same numbers."""
+    cfg = sc.Config(K=50, n_correct=5, N=(4, 16), seeds=(0,), steps=5, record_every=5)
+    a, fa = sc.simulate(cfg, device="cpu", execution="blocks")
+    with pytest.warns(DeprecationWarning, match="use execution="):
+        b, fb = sc.simulate(cfg, device="cpu", schedule="blocks")
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    pd.testing.assert_frame_equal(fa, fb, check_exact=True)
+    with pytest.warns(DeprecationWarning, match="use execution="):
+        assert cfg.memory_bytes("cpu", schedule="batched") == cfg.memory_bytes("cpu", execution="batched")
+    with pytest.raises(ValueError, match="execution must be one of 'auto', 'blocks', 'batched'; got 'gpu'"):
+        sc.simulate(cfg, device="cpu", execution="gpu")
+    with pytest.raises(TypeError, match="give execution only"):
+        sc.simulate(cfg, device="cpu", execution="blocks", schedule="blocks")
+    with pytest.warns(DeprecationWarning, match="use EXECUTIONS"):
+        assert sc.SCHEDULES == sc.EXECUTIONS == ("auto", "blocks", "batched")

@@ -44,3 +44,36 @@ def test_python_m_simulations_reports_errors_with_exit_2(tmp_path):
                         "--out", str(tmp_path / "o")], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr == "rlvr-sim: error: --seeds must be an integer >= 1, got 0\n"
     assert not (tmp_path / "o").exists()
+
+
+def test_the_run_helpers_live_below_the_simulators_and_the_cli_re_exports_them():
+    """``simulations.runs`` holds the output of a run; no simulator imports the CLI module."""
+    from simulations import runs
+
+    for name in runs.__all__:
+        assert getattr(cli, name) is getattr(runs, name) and name in cli.__all__
+    code = ("import sys; import simulations.categorical, simulations.linear_head, simulations.toys; "
+            "print('simulations.cli' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_calibration_settings_are_declared_once():
+    """``mu`` / ``memory_lr`` of every simulator come from :mod:`simulations.calibration`: the same
+    flags, the same refusal."""
+    import dataclasses
+
+    from simulations import calibration, categorical, linear_head, toys  # noqa: F401
+    from simulations.grpo.config import GRPOConfig
+
+    for cls in (categorical.Config, linear_head.ToySettings, linear_head.PopulationSettings, GRPOConfig):
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        assert fields["mu"].default == 0.0 and fields["memory_lr"].default is None
+        assert fields["mu"].metadata["help"].startswith("distribution-level calibration (Over-Sharpening Sec. 3.2)")
+        assert fields["memory_lr"].metadata["help"].startswith("with --mu > 0, the learning rate of the")
+    for argv in (["categorical"], ["linear-head", "--preset", "toy-small"]):
+        with pytest.raises(SystemExit):
+            cli.build_parser().parse_args([*argv, "--help"])
+    with pytest.raises(ValueError, match=r"^memory_lr applies only with mu > 0 \(no memory head is used"):
+        linear_head.ToySettings(memory_lr=0.1).check()
+    assert calibration.check_calibration(0.5, None, model="memory head", lr=0.2) == (0.5, 0.2)

@@ -208,14 +208,14 @@ def test_all_advantage_kinds_and_optimizers_run_without_nan(adv, params, opt):
 
 
 def test_reinforce_pp_normalises_by_the_batch_std():
-    rule = lh._AdvantageRule("reinforce_pp", {}, 1, np.ones(1))
+    rule = lh._Advantages("reinforce_pp", {}, 1, np.ones(1))
     r = np.array([[[1.0, 0, 0, 0], [1, 1, 0, 0]]])
     A, _, _ = rule(r, np.ones(1), 0)
     c = r - r.mean(-1, keepdims=True)
     np.testing.assert_allclose(A, c / c.std())
     # per configuration: each configuration's batch has its own std (the registry family on r[c])
     r2 = np.concatenate([r, np.array([[[1.0, 0, 0, 0], [0, 0, 0, 0]]])])
-    A2, _, _ = lh._AdvantageRule("reinforce_pp", {}, 2, np.ones(2))(r2, np.ones(2), 0)
+    A2, _, _ = lh._Advantages("reinforce_pp", {}, 2, np.ones(2))(r2, np.ones(2), 0)
     for c_ in range(2):
         np.testing.assert_array_equal(A2[c_], advantages.get("reinforce_pp")(r2[c_]))
     with pytest.raises(ValueError, match="reinforce_pp"):  # takes no parameters
@@ -332,3 +332,41 @@ def test_a_run_without_any_update_reports_no_direction_instead_of_diverging():
     traj, final = lh.simulate_population(M=4, G=1, seeds=1, advantage="dr_grpo", steps=3, log_every=1)
     assert (traj.dW_norm.fillna(0) == 0).all() and traj.r1.isna().all() and traj.grad_cos.isna().all()
     assert final.solve_rate.iloc[0] == traj.solve_rate.iloc[0]
+
+
+def test_settings_dataclasses_are_the_simulators_keywords():
+    """``simulate_toy(**kw)`` runs ``ToySettings(**kw)`` (and the population likewise): the same
+    frames from the keywords or the object; ``check`` normalises and refuses before any work."""
+    kw = dict(G=[4, 8], seeds=2, steps=10, advantage="fade", mu=0.5)
+    a, fa = lh.simulate_toy(**kw)
+    b, fb = lh.simulate_toy(lh.ToySettings(**kw))
+    c, _ = lh.simulate_toy(lh.ToySettings(G=[4, 8], seeds=2, steps=10), advantage="fade", mu=0.5)
+    pd.testing.assert_frame_equal(a, b, check_exact=True)
+    pd.testing.assert_frame_equal(a, c, check_exact=True)
+    pd.testing.assert_frame_equal(fa, fb, check_exact=True)
+    s = lh.ToySettings(**kw).check()
+    assert (s.G, s.similarity, s.seeds, s.memory_lr) == ([4, 8], ["High"], [0, 1], 0.1)
+    pk = dict(M=4, K=2, seeds=1, steps=4, log_every=2, advantage="fade")
+    pd.testing.assert_frame_equal(lh.simulate_population(**pk)[0],
+                                  lh.simulate_population(lh.PopulationSettings(**pk))[0], check_exact=True)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+        lh.simulate_toy(nope=1)
+    with pytest.raises(ValueError, match="^similarity must be one of"):
+        lh.ToySettings(similarity="Huge").check()
+    flags = {a.dest for a in cli.build_parser()._subparsers._group_actions[0].choices["linear-head"]._actions}
+    assert {"G", "seeds", "steps", "similarity", "K", "advantage", "optimizer", "lr", "mu", "memory_lr"} <= flags
+
+
+def test_advantages_of_a_schedule_are_one_policy_per_configuration():
+    """A schedule runs one :class:`rlvr_theory.policy.Policy` per configuration (each with its
+    measured H0, a typed H0 wins); a fixed family one policy for the whole batch."""
+    rule = lh._Advantages("fade", {}, 2, np.array([1.0, 0.5]), 10)
+    assert len(rule.policies) == 2 and rule.fixed is None
+    assert [p.H0 for p in rule.policies] == [1.0, 0.5]
+    assert [p.H0 for p in lh._Advantages("fade", {"H0": 2.0}, 2, np.array([1.0, 0.5]), 10).policies] == [2.0, 2.0]
+    fixed = lh._Advantages("asym_grpo", {"delta": 0.5}, 3, np.ones(3))
+    assert fixed.policies == [] and fixed.fixed.name == "asym_grpo"
+    r = np.array([[[1.0, 0, 0, 0]], [[1, 1, 0, 0]], [[0, 0, 0, 0]]])
+    A, alpha, delta = fixed(r, np.ones(3), 0)
+    np.testing.assert_array_equal(A, advantages.get("asym_grpo", delta=0.5)(r))
+    assert (delta == 0.5).all() and np.isnan(alpha).all()

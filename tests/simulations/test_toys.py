@@ -300,3 +300,13 @@ def test_counts_accept_integral_floats_and_numpy_ints_but_not_bool():
             toys.configs("agrae-c0", **kw)
     with pytest.raises(ValueError, match="^seeds must be an integer >= 1"):
         toys.behaviour_step("agrae-c0", seeds=False)
+
+
+def test_toy_run_settings_are_the_keywords_of_run():
+    """``run(name, **kw)`` runs ``ToyRun(name, **kw)``; its ``check`` refuses before any work."""
+    r = toys.ToyRun("twostage-fig1", steps=20, seeds=1, settings=["pi(a2)=0.05"]).check()
+    assert [s.label for s, _ in r.configs()] == ["pi(a2)=0.05"]
+    with pytest.raises(ValueError, match="^settings must be None or a non-empty list of labels"):
+        toys.ToyRun("twostage-fig1", settings=["nope"]).check()
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+        toys.run("twostage-fig1", nope=1)
