@@ -1,7 +1,7 @@
 """The experiment of FADE Sec. 5 / Table 8 at toy scale: AsymGRPO δ ∈ {0.5, 1, 2} and
 FADE trained from one SFT checkpoint, then the output-head table of their weight changes.
 
-For every run and every saved step the checkpoint diff (:func:`analysis.weight_diff.diff`,
+For every run and every saved step the checkpoint diff (:func:`analysis.diff.diff`,
 ``ΔW = W_rl − W_sft``) gives the columns of FADE's output-head table:
 
 ``OH``          output head's share of the update, ``‖ΔW_head‖_F² / ‖ΔW‖_F²`` (%, ``output_head.l2_share``)
@@ -38,17 +38,17 @@ __all__ = ["SweepConfig", "run_sweep", "output_head_table"]
 
 def output_head_table(base: str | os.PathLike, runs: dict[str, Path], *, device: str = "auto",
                       layers: str = "all", progress: bool = True) -> pd.DataFrame:
-    """One row per (run, checkpoint step) from :func:`analysis.weight_diff.diff`.
+    """One row per (run, checkpoint step) from :func:`analysis.diff.diff`.
 
     ``layers="head"`` computes SVD metrics of the output head only (``inner_s1_s2`` is then
     empty; the other columns need only norms).
 
-    Raises ``RuntimeError`` when ``analysis.weight_diff`` is not installed.
+    Raises ``RuntimeError`` when ``analysis.diff`` is not installed.
     """
     try:
         from analysis import diff as weight_diff
     except ImportError as err:  # the checkpoint diff ships separately
-        raise RuntimeError("the output-head table needs analysis.weight_diff (the checkpoint diff), "
+        raise RuntimeError("the output-head table needs analysis.diff (the checkpoint diff), "
                            f"which is not available: {err}") from None
     rows = []
     for name, run_dir in runs.items():
