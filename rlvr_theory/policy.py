@@ -8,8 +8,11 @@ audit's what-ifs and the TRL and verl adapters.  It checks the choice when it is
 per-step diagnostics (:meth:`Policy.step`), and saves and restores its state.
 
 The initial entropy ``H0`` of FADE's schedule is decided here once: an ``H0`` typed in the
-schedule's parameters wins over the ``H0`` the caller measured; with neither, the schedule
-takes the first entropy it is fed (FADE Alg. 2 line 1, :func:`rlvr_theory.schedules.get`).
+schedule's parameters wins over the ``H0`` the caller measured (FADE Alg. 2 line 1: the initial
+policy's entropy); with neither, the schedule's own default applies
+(:func:`rlvr_theory.schedules.get`: ``"fade"`` starts from 1, the ``"fade-entropy"`` ablations
+take the first entropy they are fed).  A trainer that measures the entropy only at its first
+step builds its Policy there (:mod:`simulations.grpo.trainer`).
 
 Examples
 --------

@@ -46,9 +46,11 @@ from rlvr_plumbing.io import check_out, read_json_object
 from rlvr_plumbing.runtime import check_memory, resolve_device
 from rlvr_theory import advantages, schedules
 from rlvr_theory.advantages import Advantage
+from rlvr_theory.policy import Policy
 
-from . import models, tasks
-from .losses import AGGREGATIONS, LOSSES
+from ..calibration import check_calibration, memory_lr_field, memory_preset_field, mu_field
+from . import losses, models, tasks
+from .losses import AGGREGATIONS, DEFAULT_EPS
 
 __all__ = ["RunSettings", "SFTConfig", "GRPOConfig", "EvalConfig", "SweepConfig", "RESUMABLE_CHANGES",
            "DEFAULT_EPS", "LATER_SETTINGS", "REWARD_LIMIT", "EVAL_FILES", "SWEEP_FILES", "check_out_dir", "read_run_settings"]
@@ -62,10 +64,8 @@ RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads
 #: and standard deviations of the advantages stay finite and non-zero in float64
 REWARD_LIMIT = 1e100
 
-#: clip bounds (ε_low, ε_high) when not given: PPO / DAPO (FADE App. 11: 0.2/0.2), CISPO's
-#: (F-GRPO App. H.2: 1.0/5.0) and GSPO's on the sequence ratio (Zheng et al. 2025: 3e-4/4e-4)
-DEFAULT_EPS = {"ppo": (0.2, 0.2), "grpo-n": (0.2, 0.2), "cispo": (1.0, 5.0), "gspo": (3e-4, 4e-4),
-               "gspo-n": (3e-4, 4e-4)}
+# DEFAULT_EPS (imported): each loss's clip bounds (ε_low, ε_high) when not given, read from the loss
+# registry (simulations.grpo.losses.register_policy_loss: PPO / DAPO 0.2/0.2, CISPO 1.0/5.0, GSPO 3e-4/4e-4)
 
 
 def _list_field(default: Iterable[Any], help: str) -> Any:
@@ -358,8 +358,8 @@ class GRPOConfig(RunSettings):
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus mass of sampling"})
     loss: str = field(default="ppo", metadata={
-        "help": "per-token loss (simulations.grpo.losses; gspo, gspo-n: sequence-level ratio, whose default "
-                f"ε_low, ε_high are {DEFAULT_EPS['gspo'][0]:g}, {DEFAULT_EPS['gspo'][1]:g})", "choices": LOSSES})
+        "help": f"per-token loss (the registry of simulations.grpo.losses): {losses.describe()}",
+        "choices": losses.POLICY_LOSSES})
     aggregation: str = field(default="token-mean", metadata={
         "help": "reduction of the per-token losses", "choices": AGGREGATIONS})
     eps_low: float | None = field(default=None, metadata={"help": "lower clip ε_low", "default_text": _eps_text(0)})
@@ -386,15 +386,9 @@ class GRPOConfig(RunSettings):
         "help": "with --drop-easiest, the size of the fixed training set drawn before training"})
     filter_samples: int = field(default=8, metadata={
         "help": "with --drop-easiest, rollouts per query to estimate its solve rate"})
-    mu: float = field(default=0.0, metadata={
-        "help": "distribution-level calibration (Over-Sharpening Sec. 3.2): sample from softmax(f_θ − μ·f_φ), "
-                "f_φ the logits of a memory model trained by cross-entropy on the rollouts after each step "
-                "(the paper: 0.5; 0: off, no memory model)"})
-    memory_lr: float | None = field(default=None, metadata={
-        "help": "with --mu > 0, the memory model's AdamW learning rate", "default_text": "--lr"})
-    memory_preset: str | None = field(default=None, metadata={
-        "help": "with --mu > 0, the memory model's architecture (its output head starts at zero)",
-        "choices": tuple(models.PRESETS), "default_text": next(iter(models.PRESETS))})
+    mu: float = mu_field("a memory model f_φ (after each step)")
+    memory_lr: float | None = memory_lr_field("memory model (AdamW)", default_text="--lr")
+    memory_preset: str | None = memory_preset_field(models.PRESETS)
     head_alignment: bool = field(default=True, metadata={
         "help": "log head_grad_cos and head_grad_u_cos, the alignment of successive output-head gradients "
                 "(FADE Cor. 15.3; --no-head-alignment: don't, e.g. for a large vocabulary)"})
@@ -428,7 +422,7 @@ class GRPOConfig(RunSettings):
         self.max_new_tokens = checks.integer("max_new_tokens", self.max_new_tokens, low=1, allow_none=True)
         self.temperature = checks.number("temperature", self.temperature, low=0, low_open=True)
         self.top_p = checks.number("top_p", self.top_p, low=0, high=1, low_open=True)
-        checks.choice("loss", self.loss, LOSSES)
+        losses.get_policy_loss(self.loss)  # an unknown name lists the registered losses
         checks.choice("aggregation", self.aggregation, AGGREGATIONS)
         for name in ("eps_low", "eps_high"):
             setattr(self, name, checks.number(name, getattr(self, name), low=0, allow_none=True))
@@ -440,14 +434,8 @@ class GRPOConfig(RunSettings):
         self.drop_easiest = checks.probability("drop_easiest", self.drop_easiest, high_open=True)
         for name in ("filter_queries", "filter_samples"):
             setattr(self, name, checks.integer(name, getattr(self, name), low=1))
-        self.mu = checks.number("mu", self.mu, low=0)
-        self.memory_lr = checks.number("memory_lr", self.memory_lr, low=0, low_open=True, allow_none=True)
-        if self.memory_preset is not None:
-            checks.choice("memory_preset", self.memory_preset, tuple(models.PRESETS))
-        for name in ("memory_lr", "memory_preset"):
-            if getattr(self, name) is not None and self.mu == 0:
-                raise ValueError(f"{name} applies only with mu > 0 (no memory model is used at mu = 0), "
-                                 f"got mu={self.mu!r}")
+        self.mu, self.memory_lr = check_calibration(self.mu, self.memory_lr, model="memory model",
+                                                    memory_preset=self.memory_preset, presets=models.PRESETS)
         if not isinstance(self.head_alignment, bool):
             raise ValueError(f"head_alignment must be True or False, got {self.head_alignment!r}")
         self._validate_common(resume=self.resume)
@@ -458,29 +446,37 @@ class GRPOConfig(RunSettings):
                            what=f"the GRPO run (--batch-size {self.batch_size} x --group-size {self.group_size})")
         return task, adv
 
-    def make_advantage(self) -> Advantage | None:
-        """The fixed advantage (``None`` with a schedule; the schedule is then built once to
-        check its name and parameters).  Unknown names list the registered ones."""
+    def make_policy(self, H0: float | None = None) -> Policy:
+        """The run's :class:`rlvr_theory.policy.Policy`: the ``schedule`` with ``params`` (``H0``:
+        the measured initial entropy; an ``H0`` typed in ``params`` wins), else the ``advantage``
+        family with ``params``, for ``reward_values``.  Unknown names list the registered ones; a
+        bad parameter value is refused as a ``param:``."""
         rv = tuple(self.reward_values)
         if self.schedule is not None:
             try:
-                schedules.get(self.schedule, steps=self.steps, reward_values=rv, **dict(self.params))
+                return Policy(schedule=self.schedule, schedule_params=dict(self.params), steps=self.steps,
+                              H0=H0, reward_values=rv)
             except ValueError as err:  # a known name with a bad parameter value: say it is a --param
                 if self.schedule not in schedules.names() or str(err).startswith("param:"):
                     raise
                 raise ValueError(f"param: schedule {self.schedule!r}: {err}") from None
-            return None
         try:
-            return advantages.get(self.advantage, reward_values=rv, **dict(self.params))
+            return Policy(advantage=self.advantage, advantage_params=dict(self.params), reward_values=rv)
         except ValueError as err:
             if self.advantage in advantages.names():  # the name is fine: a parameter is not
                 raise ValueError(f"param: {err}") from None
             raise
 
+    def make_advantage(self) -> Advantage | None:
+        """The fixed advantage (``None`` with a schedule, whose :meth:`make_policy` is built to
+        check its name and parameters)."""
+        policy = self.make_policy()
+        return None if policy.schedule is not None else policy.advantage
+
     @property
     def eps(self) -> tuple[float, float]:
         """``(ε_low, ε_high)`` with the loss's defaults filled in."""
-        lo, hi = DEFAULT_EPS[self.loss]
+        lo, hi = losses.get_policy_loss(self.loss).eps
         return (lo if self.eps_low is None else self.eps_low, hi if self.eps_high is None else self.eps_high)
 
 

@@ -62,23 +62,154 @@ place of ``r`` (every token of a clipped sequence counts).  For ``"cispo"`` the 
 clipped (gradient kept, weight capped) where ``r < 1−ε_low`` (low) or ``r > 1+ε_high``
 (high), whatever the sign of ``A_i``.
 Fractions are over masked tokens.
+
+The losses are registered by name with their default clip range (:func:`register_policy_loss`,
+as verl registers its policy losses): the configuration's ``loss`` choices, its default
+``(ε_low, ε_high)`` and the ``--loss`` help of ``rlvr-train grpo`` are read from the registry, and a
+loss registered here is usable everywhere.  A registered function receives the importance
+ratio (token-level ``r_{i,t}``, or ``s_{i,t}`` for a ``sequence`` loss), the advantages ``[N, 1]``
+or ``[N, T]``, the log-probabilities and the clip bounds ``1−ε_low, 1+ε_high``, and returns
+``(L, clipped_low, clipped_high)``.
+
+Examples
+--------
+>>> names()
+['ppo', 'cispo', 'grpo-n', 'gspo', 'gspo-n']
+>>> get_policy_loss("cispo").eps                   # CISPO's default (ε_low, ε_high)
+(1.0, 5.0)
+>>> get_policy_loss("dpo")
+Traceback (most recent call last):
+...
+ValueError: loss must be one of 'ppo', 'cispo', 'grpo-n', 'gspo', 'gspo-n'; got 'dpo'
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 
 from rlvr_plumbing import checks
+from rlvr_plumbing.registry import Registry
 
-__all__ = ["LOSSES", "SEQUENCE_LOSSES", "AGGREGATIONS", "LossStats", "aggregate", "per_token_loss", "kl_k3",
-           "policy_loss"]
+__all__ = ["LOSSES", "SEQUENCE_LOSSES", "AGGREGATIONS", "DEFAULT_EPS", "POLICY_LOSSES", "PolicyLoss",
+           "register_policy_loss", "get_policy_loss", "names", "describe", "LossStats", "aggregate",
+           "per_token_loss", "kl_k3", "policy_loss"]
 
-LOSSES = ("ppo", "cispo", "grpo-n", "gspo", "gspo-n")
-#: the losses whose ratio is the sequence-level ``s_i`` (they need the response mask)
-SEQUENCE_LOSSES = ("gspo", "gspo-n")
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "sum-tmax")
+
+#: ``(L, clipped_low, clipped_high) = fn(ratio, adv, logp, lo, hi)`` (module docstring)
+LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float, float],
+                  tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """A registered per-token loss: its ``name`` (``--loss``), function, default clip range
+    ``eps = (ε_low, ε_high)`` (used when the configuration gives none), whether its ratio is
+    the sequence-level ``s_i`` (``sequence``: it needs the response mask) and a one-line
+    ``description`` (the ``--loss`` help)."""
+
+    name: str
+    fn: LossFn
+    eps: tuple[float, float]
+    sequence: bool = False
+    description: str = ""
+
+
+#: the registered losses, in registration order (:func:`register_policy_loss`)
+POLICY_LOSSES: Registry[PolicyLoss] = Registry("loss")
+
+
+def register_policy_loss(name: str, *, eps: tuple[float, float], sequence: bool = False,
+                         description: str = "") -> Callable[[LossFn], LossFn]:
+    """Decorator: register ``fn`` as loss ``name`` with its default ``eps = (ε_low, ε_high)``
+    (verl's ``register_policy_loss``).  The function is returned unchanged, so one function may
+    be registered under several names; a taken name raises ``ValueError``."""
+    lo, hi = (checks.number("eps", v, low=0) for v in eps)
+
+    def add(fn: LossFn) -> LossFn:
+        POLICY_LOSSES.register(PolicyLoss(name, fn, (lo, hi), bool(sequence), description))
+        return fn
+    return add
+
+
+def names() -> list[str]:
+    """The registered loss names, in registration order."""
+    return POLICY_LOSSES.names()
+
+
+def get_policy_loss(name: str) -> PolicyLoss:
+    """The registered loss ``name``; an unknown name is refused with the registered ones."""
+    return POLICY_LOSSES.get(checks.choice("loss", name, names()))
+
+
+def describe() -> str:
+    """``name (default ε_low/ε_high)`` of every registered loss, for the ``--loss`` help."""
+    return "; ".join(f"{p.name}{': ' + p.description if p.description else ''} (default ε {p.eps[0]:g}/{p.eps[1]:g})"
+                     for p in (POLICY_LOSSES.get(n) for n in names()))
+
+
+class _DefaultEps(Mapping[str, tuple[float, float]]):
+    """Loss name → its default ``(ε_low, ε_high)``: a read-only view of the registry."""
+
+    def __getitem__(self, name: str) -> tuple[float, float]:
+        if name not in POLICY_LOSSES:
+            raise KeyError(name)
+        return POLICY_LOSSES.get(name).eps
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(names())
+
+    def __len__(self) -> int:
+        return len(POLICY_LOSSES)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+#: loss name → default ``(ε_low, ε_high)`` (a live view of :data:`POLICY_LOSSES`)
+DEFAULT_EPS: Mapping[str, tuple[float, float]] = _DefaultEps()
+
+
+# ------------------------------------------------------------------ the losses
+def _ppo_clip(ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor, lo: float,
+              hi: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``−min(ratio·A, clip(ratio, lo, hi)·A)``; the lower clip is engaged where ``A < 0`` and
+    ``ratio < lo``, the upper where ``A > 0`` and ``ratio > hi``."""
+    L = -torch.minimum(ratio * adv, ratio.clamp(lo, hi) * adv)
+    return L, (adv < 0) & (ratio < lo), (adv > 0) & (ratio > hi)
+
+
+def _ppo_negative(ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor, lo: float,
+                  hi: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PPO-clip on the negative advantages only (``A·1[A < 0]``)."""
+    return _ppo_clip(ratio, adv * (adv < 0), logp, lo, hi)
+
+
+def _cispo(ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor, lo: float,
+           hi: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``−sg(clip(ratio, lo, hi))·A·log π_θ``; clipped where ``ratio`` leaves ``[lo, hi]``."""
+    w = ratio.clamp(lo, hi).detach()
+    L = -w * adv * logp
+    return L, (ratio < lo).expand_as(L), (ratio > hi).expand_as(L)
+
+
+# the clip ranges: PPO / DAPO (FADE App. 11: 0.2/0.2), CISPO's (F-GRPO App. H.2: 1.0/5.0) and
+# GSPO's on the sequence ratio (Zheng et al. 2025: 3e-4/4e-4)
+register_policy_loss("ppo", eps=(0.2, 0.2), description="PPO clip")(_ppo_clip)
+register_policy_loss("cispo", eps=(1.0, 5.0), description="clipped IS weight, REINFORCE")(_cispo)
+register_policy_loss("grpo-n", eps=(0.2, 0.2), description="PPO clip, negative advantages only")(_ppo_negative)
+register_policy_loss("gspo", eps=(3e-4, 4e-4), sequence=True, description="sequence-level ratio")(_ppo_clip)
+register_policy_loss("gspo-n", eps=(3e-4, 4e-4), sequence=True,
+                     description="sequence-level ratio, negative advantages only")(_ppo_negative)
+
+#: the built-in losses (the registry may hold more: :func:`names`)
+LOSSES = tuple(names())
+#: the built-in losses whose ratio is the sequence-level ``s_i`` (they need the response mask)
+SEQUENCE_LOSSES = tuple(n for n in LOSSES if get_policy_loss(n).sequence)
 
 
 class LossStats(NamedTuple):
@@ -160,13 +291,13 @@ def per_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor
     tensor([[-1.2000, -1.2000],
             [ 1.0000,  1.0000]])
     """
-    checks.choice("loss", loss, LOSSES)
+    spec = get_policy_loss(loss)
     eps_low = checks.number("eps_low", eps_low, low=0)
     eps_high = checks.number("eps_high", eps_high, low=0)
     a = adv[:, None] if adv.dim() == 1 else adv
     a = a.to(logp.dtype)
     lo, hi = 1.0 - eps_low, 1.0 + eps_high
-    if loss in SEQUENCE_LOSSES:
+    if spec.sequence:
         if mask is None:
             raise ValueError(f"mask is required for loss={loss!r} (its ratio averages the log-ratios over "
                              "the response tokens), got None")
@@ -176,14 +307,7 @@ def per_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor
         ratio = torch.exp(log_s.detach()[:, None] + logp - logp.detach())
     else:
         ratio = torch.exp(logp - old_logp)
-    if loss == "cispo":
-        w = ratio.clamp(lo, hi).detach()
-        L = -w * a * logp
-        return L, (ratio < lo).expand_as(L), (ratio > hi).expand_as(L)
-    if loss in ("grpo-n", "gspo-n"):
-        a = a * (a < 0)
-    L = -torch.minimum(ratio * a, ratio.clamp(lo, hi) * a)
-    return L, (a < 0) & (ratio < lo), (a > 0) & (ratio > hi)
+    return spec.fn(ratio, a, logp, lo, hi)
 
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

@@ -16,10 +16,12 @@ One step (FADE Alg. 1-2; F-GRPO Sec. 2.2):
    minibatch (the default) the old log-probs and entropies are those of the update's own
    forward pass, detached (on CPU bit for bit what a separate pass gives; one forward pass
    fewer, as TRL does when generation and update are aligned);
-4. advantages ``A = adv(r)`` from :mod:`rlvr_theory.advantages` — or from a schedule of
-   :mod:`rlvr_theory.schedules`, first updated with this batch's mean reward and entropy
-   (FADE Alg. 2 lines 4-8) — per group, and per batch for batch-level families; masses
-   ``M_S, M_F`` of every group from :func:`rlvr_theory.masses.of_group`;
+4. advantages ``A = adv(r)`` from the run's :class:`rlvr_theory.policy.Policy`: a family of
+   :mod:`rlvr_theory.advantages`, or a schedule of :mod:`rlvr_theory.schedules` that first
+   advances with this batch's mean reward, entropy and step (:meth:`~rlvr_theory.policy.Policy.advance`,
+   FADE Alg. 2 lines 4-8; the Policy is built at the first step, whose entropy is ``H0`` unless
+   ``H0`` is typed) — per group, and per batch for batch-level families; masses ``M_S, M_F`` of
+   every group from :func:`rlvr_theory.masses.of_group`;
 5. ``μ`` epochs over ``minibatches`` shuffled minibatches: the loss of :mod:`.losses`
    (PPO-clip / CISPO / GRPO-N, one of four aggregations, optional KL and entropy terms),
    AdamW with linear warm-up, gradient clipping;
@@ -28,6 +30,10 @@ One step (FADE Alg. 1-2; F-GRPO Sec. 2.2):
    ``rollout_log=False``; read by ``rlvr-audit``, :func:`analysis.audit.readers.read`); every ``checkpoint_every`` steps (and at
    the end) ``checkpoint-{step:06d}/`` with the model (``save_pretrained``, safetensors),
    tokenizer, task and trainer state, written to a temporary name and renamed.
+
+The loop body (:func:`_step`) calls one function per phase, in this order:
+:func:`collect_rollouts` (1), :func:`old_logprobs` (3), :func:`score` (2, 4), :func:`update` (5),
+:func:`log_step` and :func:`save_checkpoint` (6).
 
 A new run's directory is built in a hidden temporary sibling (``.OUT.XXXX.tmp``) and renamed to
 ``out`` together with its first checkpoint (:func:`rlvr_plumbing.io.atomic_dir`): a run that stops
@@ -55,8 +61,9 @@ vectors (empty at the first step, after a resume from a checkpoint without ``g_{
 gradient is zero).  ``g_{t−1}`` is saved with each checkpoint.
 
 ``resume=True`` restarts from the last complete checkpoint of ``out``: model, optimizer,
-learning-rate schedule, the numpy and torch generators, the advantage schedule and the
-metrics rows up to that step, so that on CPU the resumed run is bit-for-bit the run that
+learning-rate schedule, the numpy and torch generators, the advantage Policy's state (also
+from a checkpoint written before the trainer held a Policy: ``schedule_kwargs`` and
+``schedule_state``) and the metrics rows up to that step, so that on CPU the resumed run is bit-for-bit the run that
 was not interrupted (tested).  The settings are :class:`~simulations.grpo.config.GRPOConfig`
 (re-exported here).  See ``docs/grpo.md``.
 """
@@ -77,8 +84,8 @@ from analysis.spectra import successive_alignment
 from rlvr_plumbing.io import atomic_dir
 from rlvr_plumbing.runtime import resolve_device, run_metadata
 from rlvr_theory import masses as _masses
-from rlvr_theory import schedules
 from rlvr_theory.advantages import Advantage
+from rlvr_theory.policy import Policy
 
 from . import checkpoint as ck
 from . import models, rollout, tasks
@@ -310,50 +317,174 @@ def train(cfg: GRPOConfig, *, callback: Callable[[StepRecord], None] | None = No
     """Run GRPO; returns the run directory.  ``callback(record)`` runs after every step
     (after that step's checkpoint); an exception from it stops the run (tests use this to
     simulate a crash).  ``cfg.threads`` applies for the duration of the call."""
-    task, fixed_adv = cfg.validate()
+    task, _ = cfg.validate()
     with models.torch_threads(cfg.threads):
-        return _train(cfg, task, fixed_adv, callback)
+        return _train(cfg, task, callback)
 
 
-def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
-           callback: Callable[[StepRecord], None] | None) -> Path:
+@dataclass
+class _Run:
+    """What a run holds from step to step (built by :func:`_setup`)."""
+
+    cfg: GRPOConfig
+    task: tasks.Task
+    out: Path
+    run_dir: Path                       # where files go: out, or the hidden sibling a fresh run is built in
+    dev: torch.device
+    max_new: int                        # the response budget
+    model: Any
+    tok: Any
+    ref: Any                            # the reference policy (KL), or None
+    head0: torch.Tensor                 # the initial output head
+    head_grad: models.HeadGradient | None
+    train_set: list[tasks.Problem] | None
+    query_filter: dict[str, Any] | None
+    opt: torch.optim.Optimizer
+    lr_sched: Any
+    memory: MemoryModel | None
+    np_rng: np.random.Generator
+    gen: torch.Generator
+    policy: Policy | None               # a schedule's: None until its first step gives H0
+    log: ck.MetricsLog
+    prev_head_grad: torch.Tensor | None = None
+    step: int = 0                       # the step being run (named if the run diverges)
+
+    @property
+    def single_pass(self) -> bool:
+        """One epoch of one minibatch: the update's forward pass also gives the old log-probs."""
+        return self.cfg.ppo_epochs == 1 and self.cfg.minibatches == 1
+
+
+@dataclass
+class _Batch:
+    """Step 1: ``B`` prompts × ``G`` rollouts and their verdicts."""
+
+    problems: list[tasks.Problem]
+    ro: rollout.Rollouts
+    correct: np.ndarray                 # [B, G] bool
+    sampling_row: dict[str, int]        # the dynamic-sampling columns (empty without it)
+    rollout_time: float
+
+
+@dataclass
+class _LogProbs:
+    """Step 3: log-probabilities and entropies of the sampled tokens."""
+
+    old_logp: torch.Tensor              # [B·G, T], no gradient
+    ref_logp: torch.Tensor | None
+    cur_logp: torch.Tensor | None       # single pass: the update's own forward pass (with gradient)
+    cur_ent: torch.Tensor | None
+    entropy: float                      # mean token entropy
+    entropy_nll: float                  # FADE Alg. 2 line 4: mean over responses of the mean −log π
+
+
+@dataclass
+class _Scores:
+    """Steps 2 and 4: rewards, the advantage in force, advantages and masses."""
+
+    rewards: np.ndarray                 # [B, G]
+    lengths: np.ndarray                 # [B, G]
+    advantage: Advantage
+    A: np.ndarray                       # [B, G]
+    masses: Any                         # rlvr_theory.masses.of_group
+
+
+@dataclass
+class _Update:
+    """Step 5: what the minibatch updates report."""
+
+    stats: list[Any]
+    grad_norms: list[float]
+    losses: list[float]
+    extra_row: dict[str, Any]           # memory_loss, head_grad_cos, head_grad_u_cos
+
+
+def _train(cfg: GRPOConfig, task: tasks.Task, callback: Callable[[StepRecord], None] | None) -> Path:
+    """Set the run up (or restore it), then run :func:`_step` for each step; a fresh run until its
+    first checkpoint in a hidden sibling of ``out`` (renamed to ``out`` then)."""
+    run, resume_from = _setup(cfg, task)
+    if resume_from is not None:
+        start = _resume(run, *resume_from)
+    else:
+        start = 0
+        if cfg.resume:  # resumed before its first checkpoint: from step 0
+            run.log.write()
+            _drop_rollout_logs_after(run.out, 0)
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=cfg.steps, initial=start, desc="grpo", disable=cfg.quiet, leave=False)
+
+    def one_step(step: int) -> StepRecord:
+        record = _step(run, step)
+        bar.set_postfix(reward=f"{record.metrics['reward_mean']:.3f}", H=f"{record.metrics['entropy']:.2f}")
+        bar.update(1)
+        return record
+
+    def steps(span: range) -> None:
+        for step in span:
+            record = one_step(step)
+            if callback is not None:
+                callback(record)
+
+    fresh = not cfg.resume
+    started = not fresh  # whether out holds this run (a fresh run: from its first checkpoint on)
+    try:
+        if fresh:  # built in a hidden sibling of out, renamed to out with its first checkpoint
+            first = min(cfg.checkpoint_every, cfg.steps)
+            held: list[StepRecord] = []
+
+            def build(tmp: Path) -> None:
+                run.run_dir = run.log.run_dir = tmp
+                _start_files(run, tmp)
+                steps(range(1, first))
+                held.append(one_step(first))  # its callback runs once the run is under out
+            try:
+                atomic_dir(run.out, build)
+            finally:
+                run.run_dir = run.log.run_dir = run.out
+            started = True
+            if callback is not None:
+                callback(held[0])
+            start = first
+        steps(range(start + 1, cfg.steps + 1))
+    except (_Diverged, FloatingPointError) as err:
+        bar.close()
+        raise _diverged_error(run, err, started) from None
+    bar.close()
+    run.log.write()
+    return run.out
+
+
+def _step(run: _Run, step: int) -> StepRecord:
+    """Steps 1-6 of the module docstring: the metrics row, rollout log and checkpoint go to run_dir."""
+    run.step = step
+    t0 = time.perf_counter()
+    batch = collect_rollouts(run)                   # 1. B prompts × G rollouts and their verdicts
+    lp = old_logprobs(run, batch)                   # 3. old log-probs, entropies, reference log-probs
+    scores = score(run, batch, lp, step)            # 2, 4. rewards, advantages (the Policy), masses
+    upd = update(run, batch, lp, scores)            # 5. μ epochs of minibatch updates
+    row = log_step(run, step, batch, lp, scores, upd, time.perf_counter() - t0)  # 6. metrics
+    if step % run.cfg.checkpoint_every == 0 or step == run.cfg.steps:
+        save_checkpoint(run, step)
+    return StepRecord(step, scores.rewards, scores.A, scores.advantage, scores.lengths, row)
+
+
+# ------------------------------------------------------------------ setup and resume
+def _setup(cfg: GRPOConfig, task: tasks.Task) -> tuple[_Run, tuple[int, Path] | None]:
+    """Policy model, reference, optimizer, generators and the advantage :class:`Policy` of a run;
+    with ``resume``, also the checkpoint to restart from (``None``: none yet)."""
     out = Path(cfg.out)
     dev = resolve_device(cfg.device)
-    B, G = cfg.batch_size, cfg.group_size
-    Rw, Rc = (float(v) for v in cfg.reward_values)
-    eps_low, eps_high = cfg.eps
     max_new = cfg.max_new_tokens or task.max_answer_len() + 2
-
-    # ---- policy, reference, initial head -----------------------------------
     model, tok = models.prepare_policy(task, init=cfg.init, preset=cfg.preset, seed=cfg.seed, device=dev)
     resume_from = _prepare_out(cfg, out)  # after loading --init: a bad model leaves no directory
-    # a fresh run is built in a hidden temporary sibling of out (run_dir) and renamed to out with its
-    # first checkpoint (rlvr_plumbing.io.atomic_dir): a run that stops before it (disk full, divergence,
-    # Ctrl-C) leaves nothing under out, and --overwrite replaces an earlier run only then
-    fresh = not cfg.resume
-    run_dir = out
-    base_dir = Path(cfg.init) if cfg.init else out / "init"  # the name the run knows it by (trainer state)
-
-    def start_files(where: Path) -> None:
-        """What a run holds before its first step: settings, the preset's initial model, the query filter."""
-        if fresh:
-            _write_run_config(cfg, where, dev)
-        if cfg.init is None and not (where / "init" / "config.json").is_file():
-            ck.save_model_dir(where / "init", model, tok, json_files={"task.json": task.spec()})
-        if query_filter is not None:
-            ck.write_json(where / QUERY_FILTER_FILE, query_filter)
-    ref = None
-    if cfg.kl_coef > 0 or cfg.log_kl:
-        ref = copy.deepcopy(model).eval().requires_grad_(False)
+    ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 or cfg.log_kl else None
     head0 = models.output_head(model).detach().clone()
     # FADE Cor. 15.3: the output head's gradient of each step (after the reference copy: no hook on it)
     head_grad = models.HeadGradient(model) if cfg.head_alignment else None
-    prev_head_grad: torch.Tensor | None = None
     # the filtering baseline's training set, from the initial policy (before a resumed state is loaded)
     train_set, query_filter = _training_set(cfg, task, model, tok, max_new, dev) if cfg.drop_easiest > 0 \
         else (None, None)
-
-    # ---- optimizer, randomness, schedule -----------------------------------
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     # distribution-level calibration: the memory model f_φ (Over-Sharpening Alg. 1 lines 4-6, 21-22)
     memory = MemoryModel(model, tok, preset=cfg.memory_preset or next(iter(models.PRESETS)),
@@ -364,284 +495,307 @@ def _train(cfg: GRPOConfig, task: tasks.Task, fixed_adv: Advantage | None,
     np_rng = np.random.default_rng([cfg.seed, 2])
     gen = torch.Generator(device=dev).manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)  # nothing should draw from it; seeded anyway
-    schedule = None
-    schedule_kw: dict[str, Any] | None = None
+    # a schedule's Policy is built at the first step, whose entropy is FADE's H0 (Alg. 2 line 1)
+    policy = cfg.make_policy() if cfg.schedule is None else None
     log = ck.MetricsLog(out, [c for c in METRIC_COLUMNS if cfg.head_alignment or c not in HEAD_ALIGNMENT_COLUMNS])
-    start = 0
-    if not fresh:
-        start_files(out)  # a preset's initial model if it is missing; the query filter (the same set)
+    run = _Run(cfg, task, out, out, dev, max_new, model, tok, ref, head0, head_grad, train_set, query_filter,
+               opt, lr_sched, memory, np_rng, gen, policy, log)
+    if cfg.resume:
+        _start_files(run, out)  # a preset's initial model if it is missing; the query filter (the same set)
+    return run, resume_from
 
-    if resume_from is not None:  # ---- resume: restore everything -----------
-        start, path = resume_from
-        resumed, _ = models.load_policy(path, device=dev, what="resume")
-        model.load_state_dict(resumed.state_dict())
-        del resumed
-        try:
-            state = ck.read_json(path / "trainer_state.json")
-            # map to the CPU: RNG states must be CPU tensors; the optimizer moves its state to the params
-            blobs = torch.load(path / "trainer_state.pt", weights_only=True, map_location="cpu")
-            opt.load_state_dict(blobs["optimizer"])
-            lr_sched.load_state_dict(blobs["lr_scheduler"])
-            np_rng.bit_generator.state = state["rng"]["numpy"]
-            gen.set_state(blobs["torch_generator"])
-            torch.set_rng_state(blobs["torch_cpu"])
-            if memory is not None:
-                memory.load_state_dict(blobs["memory"])
-            prev_head_grad = blobs.get("head_grad") if head_grad is not None else None
-            if cfg.schedule is not None:
-                schedule_kw = state["schedule_kwargs"]
-                schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
-                schedule.load_state_dict(state["schedule_state"])
-        except OSError:
-            raise
-        except Exception as err:  # not JSON, a missing key, a torch file that is not ours, ...
-            raise ValueError(f"resume: the trainer state in {str(path)!r} (trainer_state.json / trainer_state.pt) "
-                             f"is unreadable or incomplete ({type(err).__name__}: {_first_line(err)})") from None
-        log.load(max_step=start)
-        _drop_rollout_logs_after(out, start)
-        if len(log) != start:
-            raise ValueError(f"resume: metrics.jsonl in {str(out)!r} has {len(log)} rows up to step {start}, "
-                             f"expected {start}")
-    elif cfg.resume:
-        log.write()
-        _drop_rollout_logs_after(out, 0)
 
-    def save_checkpoint(step: int) -> None:
-        rng = _rng_state(np_rng, gen)
-        state = {"step": step, "rng": {"numpy": rng["numpy"]}, "config": cfg.to_json(),
-                 "schedule": cfg.schedule, "schedule_kwargs": schedule_kw,
-                 "schedule_state": schedule.state_dict() if schedule is not None else None,
-                 "base": str(base_dir)}
-        blobs = {"optimizer": opt.state_dict(), "lr_scheduler": lr_sched.state_dict(),
-                 "torch_generator": rng["torch_generator"], "torch_cpu": rng["torch_cpu"]}
-        if memory is not None:
-            blobs["memory"] = memory.state_dict()
-        if prev_head_grad is not None:
-            blobs["head_grad"] = prev_head_grad
+def _start_files(run: _Run, where: Path) -> None:
+    """What a run holds before its first step: settings, the preset's initial model, the query filter."""
+    cfg = run.cfg
+    if not cfg.resume:
+        _write_run_config(cfg, where, run.dev)
+    if cfg.init is None and not (where / "init" / "config.json").is_file():
+        ck.save_model_dir(where / "init", run.model, run.tok, json_files={"task.json": run.task.spec()})
+    if run.query_filter is not None:
+        ck.write_json(where / QUERY_FILTER_FILE, run.query_filter)
 
-        def extra(tmp: Path) -> None:  # trainer_state.json last: it marks a complete checkpoint
-            torch.save(blobs, tmp / "trainer_state.pt")
-            ck.write_json(tmp / "trainer_state.json", state)
-        ck.save_model_dir(run_dir / ck.checkpoint_name(step), model, tok,
-                          json_files={"task.json": task.spec()}, extra=extra)
 
-    # one epoch of one minibatch: the update's forward pass also gives the old log-probs (step 3)
-    single_pass = cfg.ppo_epochs == 1 and cfg.minibatches == 1
-
-    def generate(n: int) -> tuple[list[tasks.Problem], rollout.Rollouts, np.ndarray]:
-        """``n`` training prompts × ``G`` rollouts and their verdicts ``[n, G]``."""
-        if train_set is None:
-            problems = task.sample(np_rng, n)
-        else:
-            problems = [train_set[i] for i in np_rng.integers(len(train_set), size=n)]
-        ids, pmask = rollout.encode_prompts(tok, [p.prompt for p in problems], repeat=G, device=dev)
-        ro = rollout.sample(model, ids, pmask, max_new_tokens=max_new, eos_id=tok.eos_token_id,
-                            pad_id=tok.pad_token_id, temperature=cfg.temperature, top_p=cfg.top_p,
-                            generator=gen, memory=None if memory is None else memory.model, mu=cfg.mu)
-        correct, _ = rollout.score(task, [p for p in problems for _ in range(G)], tok, ro)
-        return problems, ro, correct.reshape(n, G)
-
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=cfg.steps, initial=start, desc="grpo", disable=cfg.quiet, leave=False)
-    current = start  # the step being run (named if the run diverges)
-
-    def one_step(step: int) -> StepRecord:
-        """Steps 1-6 of the module docstring; the metrics row, rollout log and checkpoint go to run_dir."""
-        nonlocal schedule, schedule_kw, prev_head_grad, current
-        current = step
-        t0 = time.perf_counter()
-
-        # 1. B prompts × G rollouts (temperature, top-p, KV cache) and their verdicts
-        problems, ro, correct = generate(B)
-        ds_row: dict[str, int] = {}
-        if cfg.dynamic_sampling:  # drop the groups without signal; refill, at most max_refill_rounds times
-            parts = [(problems, ro, correct)]
-            signal = [has_signal(correct)]
-            n_signal, rounds = int(signal[0].sum()), 0
-            while n_signal < B and rounds < cfg.max_refill_rounds:
-                rounds += 1
-                parts.append(generate(B - n_signal))
-                signal.append(has_signal(parts[-1][2]))
-                n_signal += int(signal[-1].sum())
-            keep = np.concatenate(signal)
-            # the groups with signal, then (at the cap) the first ones without, in the order drawn
-            chosen = np.sort(np.concatenate([np.flatnonzero(keep), np.flatnonzero(~keep)[:B - n_signal]]))
-            problems = [p for part in parts for p in part[0]]
-            problems = [problems[i] for i in chosen]
-            rows = torch.as_tensor((chosen[:, None] * G + np.arange(G)).reshape(-1), device=dev)
-            ro = _concat_rollouts([part[1] for part in parts], tok.pad_token_id).select(rows)
-            correct = np.concatenate([part[2] for part in parts])[chosen]
-            ds_row = {"groups_drawn": len(keep), "groups_dropped": len(keep) - B, "refill_rounds": rounds,
-                      "groups_without_signal": B - n_signal}
-        t_rollout = time.perf_counter() - t0
-
-        # 2. rewards from the verifier, [B, G]
-        rewards = np.where(correct, Rc, Rw)
-        lengths = ro.lengths.cpu().numpy().reshape(B, G)
-        mask = ro.response_mask.float()
-
-        # 3. old log-probs and entropies; reference log-probs (no gradient).  With one epoch of one
-        # minibatch the update's own forward pass gives them (old = current, detached: what the
-        # separate no-grad pass would compute), one forward pass fewer per step
-        if single_pass:
-            model.train()
-            cur_logp, cur_ent = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
-            old_logp, ent_tok = cur_logp.detach(), cur_ent.detach()
-            if cfg.entropy_coef == 0:
-                cur_ent = None  # frees the entropy's graph: the loss does not use it
-        else:
-            with torch.no_grad():
-                old_logp, ent_tok = rollout.token_logprobs(model, ro, temperature=cfg.temperature)
-        with torch.no_grad():
-            ref_logp = rollout.token_logprobs(ref, ro, temperature=cfg.temperature,
-                                              with_entropy=False)[0] if ref is not None else None
-        entropy = float((ent_tok * mask).sum() / mask.sum())
-        # FADE Alg. 2 line 4: H_t = (1/|B|) Σ_i (1/T_i) Σ_t −log π(a_t)
-        entropy_nll = float(((-old_logp * mask).sum(-1) / mask.sum(-1)).mean())
-
-        # 4. advantages from the registry (or a schedule fed this batch's signals) and masses
-        if cfg.schedule is not None:
-            if schedule is None:  # first step: FADE's Ĥ starts at the initial entropy H0 (Alg. 2 line 1)
-                # a typed H0 wins; schedules.get gives H0 to the schedules that take it (saved for resume)
-                schedule_kw = {"H0": entropy_nll, **cfg.params}
-                schedule = schedules.get(cfg.schedule, steps=cfg.steps, reward_values=(Rw, Rc), **schedule_kw)
-            adv_fn = schedule.update(reward_mean=float(rewards.mean()), entropy=entropy_nll, step=step)
-        else:
-            adv_fn = fixed_adv
-        len_arg = lengths if adv_fn.uses_lengths else None
-        A = adv_fn(rewards, lengths=len_arg)
-        if not np.isfinite(A).all():
-            raise ValueError(f"advantage: {adv_fn!r} gave non-finite advantages for the rewards "
-                             f"{(Rw, Rc)} at step {step}; use reward values of moderate magnitude")
-        m = _masses.of_group(adv_fn, rewards, lengths=len_arg)
-        adv_t = torch.as_tensor(A.reshape(-1), dtype=torch.float32, device=dev)
-
-        # 5. μ epochs of minibatch updates
-        model.train()
-        n_rows = B * G
-        mb = n_rows // cfg.minibatches
-        stats, grad_norms, losses = [], [], []
-        for _epoch in range(cfg.ppo_epochs):
-            order = torch.randperm(n_rows, generator=gen, device=dev) if cfg.minibatches > 1 \
-                else torch.arange(n_rows, device=dev)
-            for k in range(cfg.minibatches):
-                idx = order[k * mb:(k + 1) * mb]
-                sub = ro.select(idx)
-                if single_pass:  # the forward pass of step 3 (all rows, in order)
-                    logp, ent = cur_logp, cur_ent
-                else:
-                    logp, ent = rollout.token_logprobs(model, sub, temperature=cfg.temperature,
-                                                       with_entropy=cfg.entropy_coef > 0)
-                loss, st = policy_loss(
-                    logp, old_logp[idx], adv_t[idx], sub.response_mask, loss=cfg.loss,
-                    aggregation=cfg.aggregation, eps_low=eps_low, eps_high=eps_high, max_new_tokens=max_new,
-                    ref_logp=None if ref_logp is None else ref_logp[idx], kl_coef=cfg.kl_coef,
-                    entropy=ent, entropy_coef=cfg.entropy_coef)
-                loss_value = _finite_or_stop(float(loss.detach()), "the loss")
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if head_grad is not None:
-                    head_grad.after_backward()  # the raw gradient, before clipping
-                grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-                grad_norms.append(_finite_or_stop(grad_norm, "the gradient norm"))
-                opt.step()
-                lr_sched.step()
-                stats.append(st)
-                losses.append(loss_value)
-        bad = models.first_non_finite(model)
-        if bad is not None:
-            raise _Diverged(f"weight {bad!r} is not finite after the update")
-        extra_row: dict[str, Any] = {}
-        if memory is not None:  # Alg. 1 line 22: the memory learns the step's sampled responses
-            extra_row["memory_loss"] = _finite_or_stop(memory.update(ro), "the memory model's loss")
-        if head_grad is not None:  # FADE Cor. 15.3: alignment of g_{t-1} and g_t
-            cur = head_grad.pop()
-            cos = u_cos = None
-            if prev_head_grad is not None and cur is not None:
-                c, u = (float(v) for v in successive_alignment(prev_head_grad, cur))
-                cos, u_cos = (None if np.isnan(c) else c), (None if np.isnan(u) else u)
-            prev_head_grad = cur
-            extra_row.update(head_grad_cos=cos, head_grad_u_cos=u_cos)
-
-        # 6. metrics and checkpoint
-        step_time = time.perf_counter() - t0
-        n_tok = int(lengths.sum())
-        X = correct.reshape(B, G).sum(-1)
-        alpha = getattr(schedule, "alpha", None) if schedule is not None else adv_fn.params.get("alpha")
-        delta = getattr(schedule, "delta", None) if schedule is not None else adv_fn.params.get("delta")
-        m_S, m_F = float(m.m_S.mean()), float(m.m_F.mean())
-        row = {
-            "step": step, "reward_mean": float(rewards.mean()), "solve_rate": float(correct.mean()),
-            "frac_all_correct": float((X == G).mean()), "frac_all_wrong": float((X == 0).mean()),
-            "m_S": m_S, "m_F": m_F, "entropy": entropy,
-            "clip_frac_low": float(np.mean([s.clip_frac_low for s in stats])),
-            "clip_frac_high": float(np.mean([s.clip_frac_high for s in stats])),
-            "kl": float(np.mean([s.kl for s in stats])) if ref_logp is not None else None,
-            "grad_norm": float(np.mean(grad_norms)), "head_delta_norm": _head_delta_norm(model, head0),
-            "response_len_mean": float(lengths.mean()), "step_time": step_time,
-            "tokens_per_s": n_tok / step_time, "alpha": alpha, "delta": delta,
-            "m_ratio": m_S / m_F if m_F != 0 else None, "entropy_nll": entropy_nll,
-            "loss": float(np.mean(losses)), "pg_loss": float(np.mean([s.pg_loss for s in stats])),
-            "lr": lr_sched.get_last_lr()[0], "adv_abs_mean": float(np.abs(A).mean()), "rollout_time": t_rollout,
-            **ds_row, **extra_row,
-        }
-        for key, value in row.items():
-            if isinstance(value, float):
-                _finite_or_stop(value, key)
-        log.append(row)
-        if cfg.rollout_log:
-            write_rollout_log(run_dir, step, [p.prompt for p in problems], rewards, A, lengths)
-        bar.set_postfix(reward=f"{row['reward_mean']:.3f}", H=f"{entropy:.2f}")
-        is_ckpt = step % cfg.checkpoint_every == 0 or step == cfg.steps
-        if is_ckpt or step % cfg.log_every == 0:
-            log.write()  # before the checkpoint: metrics always cover the last checkpoint
-        if is_ckpt:
-            save_checkpoint(step)
-        bar.update(1)
-        return StepRecord(step, rewards, A, adv_fn, lengths, row)
-
-    def run(steps: range) -> None:
-        for step in steps:
-            record = one_step(step)
-            if callback is not None:
-                callback(record)
-
-    started = not fresh  # whether out holds this run (a fresh run: from its first checkpoint on)
+def _resume(run: _Run, start: int, path: Path) -> int:
+    """Restore model, optimizer, learning-rate schedule, generators, memory model, last head
+    gradient, the advantage Policy and the metrics rows from checkpoint ``path``; returns its step."""
+    cfg = run.cfg
+    resumed, _ = models.load_policy(path, device=run.dev, what="resume")
+    run.model.load_state_dict(resumed.state_dict())
+    del resumed
     try:
-        if fresh:
-            first = min(cfg.checkpoint_every, cfg.steps)  # the step of the first checkpoint
-            held: list[StepRecord] = []
+        state = ck.read_json(path / "trainer_state.json")
+        # map to the CPU: RNG states must be CPU tensors; the optimizer moves its state to the params
+        blobs = torch.load(path / "trainer_state.pt", weights_only=True, map_location="cpu")
+        run.opt.load_state_dict(blobs["optimizer"])
+        run.lr_sched.load_state_dict(blobs["lr_scheduler"])
+        run.np_rng.bit_generator.state = state["rng"]["numpy"]
+        run.gen.set_state(blobs["torch_generator"])
+        torch.set_rng_state(blobs["torch_cpu"])
+        if run.memory is not None:
+            run.memory.load_state_dict(blobs["memory"])
+        run.prev_head_grad = blobs.get("head_grad") if run.head_grad is not None else None
+        if cfg.schedule is not None:
+            run.policy = _restore_policy(cfg, state)
+    except OSError:
+        raise
+    except Exception as err:  # not JSON, a missing key, a torch file that is not ours, ...
+        raise ValueError(f"resume: the trainer state in {str(path)!r} (trainer_state.json / trainer_state.pt) "
+                         f"is unreadable or incomplete ({type(err).__name__}: {_first_line(err)})") from None
+    run.log.load(max_step=start)
+    _drop_rollout_logs_after(run.out, start)
+    if len(run.log) != start:
+        raise ValueError(f"resume: metrics.jsonl in {str(run.out)!r} has {len(run.log)} rows up to step {start}, "
+                         f"expected {start}")
+    return start
 
-            def build(tmp: Path) -> None:
-                nonlocal run_dir
-                run_dir = log.run_dir = tmp
-                start_files(tmp)
-                run(range(1, first))
-                held.append(one_step(first))  # its callback runs once the run is under out
-            try:
-                atomic_dir(out, build)
-            finally:
-                run_dir = log.run_dir = out
-            started = True
-            if callback is not None:
-                callback(held[0])
-            start = first
-        run(range(start + 1, cfg.steps + 1))
-    except (_Diverged, FloatingPointError) as err:
-        bar.close()
-        if started:
-            log.write()  # the finite rows before the step that diverged
-            last = ck.latest_checkpoint(out)
-            kept = f"the last checkpoint, {last[1].name}, is intact" if last else "no checkpoint was written"
-        else:
-            kept = (f"it had no checkpoint yet, so nothing was written to --out ({str(out)!r})"
-                    + (", and the run there before is as it was" if out.exists() else "")
-                    + "; the same --out can be used again")
-        raise ValueError(
-            f"diverged at step {current}: {err}; the run stopped without saving that step ({kept}). The likely "
-            f"cause is the learning rate: lower --lr (now {cfg.lr:g}) or --max-grad-norm (now "
-            f"{cfg.max_grad_norm:g})") from None
-    bar.close()
-    log.write()
-    return out
+
+def _restore_policy(cfg: GRPOConfig, state: dict[str, Any]) -> Policy:
+    """A schedule's :class:`Policy` from a checkpoint's ``trainer_state.json``: ``policy`` and
+    ``policy_H0`` (:func:`save_checkpoint`), or, in a checkpoint written before the trainer held a
+    Policy, ``schedule_kwargs`` (the schedule's keyword arguments, the measured ``H0`` among them)
+    and ``schedule_state``."""
+    if "policy" in state:
+        policy = cfg.make_policy(H0=state["policy_H0"])
+        policy.load_state_dict(state["policy"])
+    else:
+        policy = cfg.make_policy(H0=state["schedule_kwargs"].get("H0"))
+        policy.load_state_dict({"schedule": cfg.schedule, "state": state["schedule_state"], "entropy": None})
+    return policy
+
+
+# ------------------------------------------------------------------ the phases of a step
+def _generate(run: _Run, n: int) -> tuple[list[tasks.Problem], rollout.Rollouts, np.ndarray]:
+    """``n`` training prompts × ``G`` rollouts and their verdicts ``[n, G]``."""
+    cfg, G = run.cfg, run.cfg.group_size
+    if run.train_set is None:
+        problems = run.task.sample(run.np_rng, n)
+    else:
+        problems = [run.train_set[i] for i in run.np_rng.integers(len(run.train_set), size=n)]
+    ids, pmask = rollout.encode_prompts(run.tok, [p.prompt for p in problems], repeat=G, device=run.dev)
+    ro = rollout.sample(run.model, ids, pmask, max_new_tokens=run.max_new, eos_id=run.tok.eos_token_id,
+                        pad_id=run.tok.pad_token_id, temperature=cfg.temperature, top_p=cfg.top_p,
+                        generator=run.gen, memory=None if run.memory is None else run.memory.model, mu=cfg.mu)
+    correct, _ = rollout.score(run.task, [p for p in problems for _ in range(G)], run.tok, ro)
+    return problems, ro, correct.reshape(n, G)
+
+
+def collect_rollouts(run: _Run) -> _Batch:
+    """Step 1: ``B`` prompts × ``G`` rollouts (temperature, top-p, KV cache) and their verdicts;
+    with ``dynamic_sampling`` the groups without signal are dropped and refilled, at most
+    ``max_refill_rounds`` times."""
+    cfg, B, G = run.cfg, run.cfg.batch_size, run.cfg.group_size
+    t0 = time.perf_counter()
+    problems, ro, correct = _generate(run, B)
+    sampling_row: dict[str, int] = {}
+    if cfg.dynamic_sampling:
+        parts = [(problems, ro, correct)]
+        signal = [has_signal(correct)]
+        n_signal, rounds = int(signal[0].sum()), 0
+        while n_signal < B and rounds < cfg.max_refill_rounds:
+            rounds += 1
+            parts.append(_generate(run, B - n_signal))
+            signal.append(has_signal(parts[-1][2]))
+            n_signal += int(signal[-1].sum())
+        keep = np.concatenate(signal)
+        # the groups with signal, then (at the cap) the first ones without, in the order drawn
+        chosen = np.sort(np.concatenate([np.flatnonzero(keep), np.flatnonzero(~keep)[:B - n_signal]]))
+        problems = [p for part in parts for p in part[0]]
+        problems = [problems[i] for i in chosen]
+        rows = torch.as_tensor((chosen[:, None] * G + np.arange(G)).reshape(-1), device=run.dev)
+        ro = _concat_rollouts([part[1] for part in parts], run.tok.pad_token_id).select(rows)
+        correct = np.concatenate([part[2] for part in parts])[chosen]
+        sampling_row = {"groups_drawn": len(keep), "groups_dropped": len(keep) - B, "refill_rounds": rounds,
+                        "groups_without_signal": B - n_signal}
+    return _Batch(problems, ro, correct, sampling_row, time.perf_counter() - t0)
+
+
+def old_logprobs(run: _Run, batch: _Batch) -> _LogProbs:
+    """Step 3: old log-probs and entropies of the sampled tokens, reference log-probs (no
+    gradient).  With one epoch of one minibatch the update's own forward pass gives them (old =
+    current, detached: what the separate no-grad pass would compute), one forward pass fewer."""
+    cfg, ro = run.cfg, batch.ro
+    cur_logp = cur_ent = None
+    if run.single_pass:
+        run.model.train()
+        cur_logp, cur_ent = rollout.token_logprobs(run.model, ro, temperature=cfg.temperature)
+        old_logp, ent_tok = cur_logp.detach(), cur_ent.detach()
+        if cfg.entropy_coef == 0:
+            cur_ent = None  # frees the entropy's graph: the loss does not use it
+    else:
+        with torch.no_grad():
+            old_logp, ent_tok = rollout.token_logprobs(run.model, ro, temperature=cfg.temperature)
+    with torch.no_grad():
+        ref_logp = rollout.token_logprobs(run.ref, ro, temperature=cfg.temperature,
+                                          with_entropy=False)[0] if run.ref is not None else None
+    mask = ro.response_mask.float()
+    entropy = float((ent_tok * mask).sum() / mask.sum())
+    # FADE Alg. 2 line 4: H_t = (1/|B|) Σ_i (1/T_i) Σ_t −log π(a_t)
+    entropy_nll = float(((-old_logp * mask).sum(-1) / mask.sum(-1)).mean())
+    return _LogProbs(old_logp, ref_logp, cur_logp, cur_ent, entropy, entropy_nll)
+
+
+def score(run: _Run, batch: _Batch, lp: _LogProbs, step: int) -> _Scores:
+    """Steps 2 and 4: rewards ``[B, G]`` from the verdicts; the advantage of this batch from the
+    run's :class:`Policy` (a schedule first advances with the batch's mean reward and entropy,
+    FADE Alg. 2 lines 4-8), the advantages and the masses of every group."""
+    cfg, B, G = run.cfg, run.cfg.batch_size, run.cfg.group_size
+    Rw, Rc = (float(v) for v in cfg.reward_values)
+    rewards = np.where(batch.correct, Rc, Rw)
+    lengths = batch.ro.lengths.cpu().numpy().reshape(B, G)
+    if run.policy is None:  # a schedule's first step: FADE's Ĥ starts at this entropy (a typed H0 wins)
+        run.policy = cfg.make_policy(H0=lp.entropy_nll)
+    adv_fn = run.policy.advance(reward_mean=float(rewards.mean()), entropy=lp.entropy_nll, step=step)
+    len_arg = lengths if adv_fn.uses_lengths else None
+    A = adv_fn(rewards, lengths=len_arg)
+    if not np.isfinite(A).all():
+        raise ValueError(f"advantage: {adv_fn!r} gave non-finite advantages for the rewards "
+                         f"{(Rw, Rc)} at step {step}; use reward values of moderate magnitude")
+    return _Scores(rewards, lengths, adv_fn, A, _masses.of_group(adv_fn, rewards, lengths=len_arg))
+
+
+def update(run: _Run, batch: _Batch, lp: _LogProbs, scores: _Scores) -> _Update:
+    """Step 5: ``μ`` epochs over ``minibatches`` shuffled minibatches (loss, backward, gradient
+    clipping, AdamW, learning-rate schedule); then the memory model's step and the alignment of
+    successive output-head gradients."""
+    cfg, model, dev = run.cfg, run.model, run.dev
+    eps_low, eps_high = cfg.eps
+    adv_t = torch.as_tensor(scores.A.reshape(-1), dtype=torch.float32, device=dev)
+    model.train()
+    n_rows = cfg.batch_size * cfg.group_size
+    mb = n_rows // cfg.minibatches
+    stats, grad_norms, losses = [], [], []
+    for _epoch in range(cfg.ppo_epochs):
+        order = torch.randperm(n_rows, generator=run.gen, device=dev) if cfg.minibatches > 1 \
+            else torch.arange(n_rows, device=dev)
+        for k in range(cfg.minibatches):
+            idx = order[k * mb:(k + 1) * mb]
+            sub = batch.ro.select(idx)
+            if run.single_pass:  # the forward pass of step 3 (all rows, in order)
+                logp, ent = lp.cur_logp, lp.cur_ent
+            else:
+                logp, ent = rollout.token_logprobs(model, sub, temperature=cfg.temperature,
+                                                   with_entropy=cfg.entropy_coef > 0)
+            loss, st = policy_loss(
+                logp, lp.old_logp[idx], adv_t[idx], sub.response_mask, loss=cfg.loss,
+                aggregation=cfg.aggregation, eps_low=eps_low, eps_high=eps_high, max_new_tokens=run.max_new,
+                ref_logp=None if lp.ref_logp is None else lp.ref_logp[idx], kl_coef=cfg.kl_coef,
+                entropy=ent, entropy_coef=cfg.entropy_coef)
+            loss_value = _finite_or_stop(float(loss.detach()), "the loss")
+            run.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if run.head_grad is not None:
+                run.head_grad.after_backward()  # the raw gradient, before clipping
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+            grad_norms.append(_finite_or_stop(grad_norm, "the gradient norm"))
+            run.opt.step()
+            run.lr_sched.step()
+            stats.append(st)
+            losses.append(loss_value)
+    bad = models.first_non_finite(model)
+    if bad is not None:
+        raise _Diverged(f"weight {bad!r} is not finite after the update")
+    extra_row: dict[str, Any] = {}
+    if run.memory is not None:  # Alg. 1 line 22: the memory learns the step's sampled responses
+        extra_row["memory_loss"] = _finite_or_stop(run.memory.update(batch.ro), "the memory model's loss")
+    if run.head_grad is not None:  # FADE Cor. 15.3: alignment of g_{t-1} and g_t
+        extra_row.update(_head_alignment(run))
+    return _Update(stats, grad_norms, losses, extra_row)
+
+
+def _head_alignment(run: _Run) -> dict[str, float | None]:
+    """``head_grad_cos``, ``head_grad_u_cos`` of the last and this step's head gradients (None
+    where undefined); this step's gradient becomes the last one."""
+    cur = run.head_grad.pop()
+    cos = u_cos = None
+    if run.prev_head_grad is not None and cur is not None:
+        c, u = (float(v) for v in successive_alignment(run.prev_head_grad, cur))
+        cos, u_cos = (None if np.isnan(c) else c), (None if np.isnan(u) else u)
+    run.prev_head_grad = cur
+    return {"head_grad_cos": cos, "head_grad_u_cos": u_cos}
+
+
+def _logged_params(policy: Policy, advantage: Advantage) -> tuple[Any, Any]:
+    """``(alpha, delta)`` of the metrics row: those a schedule sets (:meth:`Policy.scheduled_params`),
+    else the fixed family's parameters (``None`` where it has none)."""
+    params = policy.scheduled_params() if policy.schedule is not None else advantage.params
+    return params.get("alpha"), params.get("delta")
+
+
+def log_step(run: _Run, step: int, batch: _Batch, lp: _LogProbs, scores: _Scores, upd: _Update,
+             step_time: float) -> dict[str, Any]:
+    """Step 6: the metrics row (every float finite, else the run stops as diverged), the rollout
+    log, and the metrics files rewritten every ``log_every`` steps and before every checkpoint."""
+    cfg, G = run.cfg, run.cfg.group_size
+    rewards, lengths, correct, m = scores.rewards, scores.lengths, batch.correct, scores.masses
+    X = correct.reshape(-1, G).sum(-1)
+    alpha, delta = _logged_params(run.policy, scores.advantage)
+    m_S, m_F = float(m.m_S.mean()), float(m.m_F.mean())
+    stats = upd.stats
+    row = {
+        "step": step, "reward_mean": float(rewards.mean()), "solve_rate": float(correct.mean()),
+        "frac_all_correct": float((X == G).mean()), "frac_all_wrong": float((X == 0).mean()),
+        "m_S": m_S, "m_F": m_F, "entropy": lp.entropy,
+        "clip_frac_low": float(np.mean([s.clip_frac_low for s in stats])),
+        "clip_frac_high": float(np.mean([s.clip_frac_high for s in stats])),
+        "kl": float(np.mean([s.kl for s in stats])) if lp.ref_logp is not None else None,
+        "grad_norm": float(np.mean(upd.grad_norms)), "head_delta_norm": _head_delta_norm(run.model, run.head0),
+        "response_len_mean": float(lengths.mean()), "step_time": step_time,
+        "tokens_per_s": int(lengths.sum()) / step_time, "alpha": alpha, "delta": delta,
+        "m_ratio": m_S / m_F if m_F != 0 else None, "entropy_nll": lp.entropy_nll,
+        "loss": float(np.mean(upd.losses)), "pg_loss": float(np.mean([s.pg_loss for s in stats])),
+        "lr": run.lr_sched.get_last_lr()[0], "adv_abs_mean": float(np.abs(scores.A).mean()),
+        "rollout_time": batch.rollout_time, **batch.sampling_row, **upd.extra_row,
+    }
+    for key, value in row.items():
+        if isinstance(value, float):
+            _finite_or_stop(value, key)
+    run.log.append(row)
+    if cfg.rollout_log:
+        write_rollout_log(run.run_dir, step, [p.prompt for p in batch.problems], rewards, scores.A, lengths)
+    if step % cfg.checkpoint_every == 0 or step == cfg.steps or step % cfg.log_every == 0:
+        run.log.write()  # before the checkpoint: metrics always cover the last checkpoint
+    return row
+
+
+def save_checkpoint(run: _Run, step: int) -> None:
+    """``checkpoint-{step:06d}/``: the model, tokenizer and task; ``trainer_state.json`` (step,
+    numpy generator, settings, the advantage :class:`Policy`'s state and ``H0``) and
+    ``trainer_state.pt`` (optimizer, learning-rate schedule, torch generators, memory model,
+    last head gradient), written last: they mark a complete checkpoint."""
+    cfg = run.cfg
+    rng = _rng_state(run.np_rng, run.gen)
+    policy = run.policy
+    state = {"step": step, "rng": {"numpy": rng["numpy"]}, "config": cfg.to_json(), "schedule": cfg.schedule,
+             "policy": policy.state_dict() if policy is not None else {},
+             "policy_H0": policy.H0 if policy is not None else None,
+             "base": str(Path(cfg.init) if cfg.init else run.out / "init")}  # the name the run knows it by
+    blobs = {"optimizer": run.opt.state_dict(), "lr_scheduler": run.lr_sched.state_dict(),
+             "torch_generator": rng["torch_generator"], "torch_cpu": rng["torch_cpu"]}
+    if run.memory is not None:
+        blobs["memory"] = run.memory.state_dict()
+    if run.prev_head_grad is not None:
+        blobs["head_grad"] = run.prev_head_grad
+
+    def extra(tmp: Path) -> None:  # trainer_state.json last: it marks a complete checkpoint
+        torch.save(blobs, tmp / "trainer_state.pt")
+        ck.write_json(tmp / "trainer_state.json", state)
+    ck.save_model_dir(run.run_dir / ck.checkpoint_name(step), run.model, run.tok,
+                      json_files={"task.json": run.task.spec()}, extra=extra)
+
+
+def _diverged_error(run: _Run, err: BaseException, started: bool) -> ValueError:
+    """The message of a run that stopped at a non-finite number (what was kept, what to change)."""
+    cfg, out = run.cfg, run.out
+    if started:
+        run.log.write()  # the finite rows before the step that diverged
+        last = ck.latest_checkpoint(out)
+        kept = f"the last checkpoint, {last[1].name}, is intact" if last else "no checkpoint was written"
+    else:
+        kept = (f"it had no checkpoint yet, so nothing was written to --out ({str(out)!r})"
+                + (", and the run there before is as it was" if out.exists() else "")
+                + "; the same --out can be used again")
+    return ValueError(
+        f"diverged at step {run.step}: {err}; the run stopped without saving that step ({kept}). The likely "
+        f"cause is the learning rate: lower --lr (now {cfg.lr:g}) or --max-grad-norm (now "
+        f"{cfg.max_grad_norm:g})")

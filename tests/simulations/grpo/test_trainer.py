@@ -20,6 +20,7 @@ import torch
 from safetensors.torch import load_file
 
 from rlvr_theory import advantages, masses, schedules
+from rlvr_theory.policy import Policy
 from simulations.grpo import checkpoint as ck
 from simulations.grpo import cli, evaluate, sft, tasks, trainer
 
@@ -154,7 +155,7 @@ def test_sft_grpo_two_advantages_eval_and_diff(base, tmp_path):
     assert res.pass_at_k[1] == pytest.approx(res.per_problem["correct"].sum() / 32)
     assert 0 <= res.answer_entropy <= math.log(4) and res.token_entropy > 0
 
-    from analysis import weight_diff
+    from analysis import diff as weight_diff
 
     rep = weight_diff.diff(str(base), [str(runs["grpo"]), str(runs["asym"])], device="cpu", layers="head",
                            progress=False)
@@ -321,6 +322,57 @@ def test_sweep_trains_every_run_and_tabulates_the_head(base, tmp_path):
     assert t["OH"].between(0, 100).all() and t["rank-1%"].between(0, 100).all() and (t["L2"] > 0).all()
 
 
+def test_fade_alpha_delta_follow_a_policy_stepped_on_the_logged_signals(base, tmp_path):
+    # the trainer's α, δ are those of a Policy built and advanced here, on the run's metrics log:
+    # H0 = the first step's entropy_nll, then (reward_mean, entropy_nll, step) of each row
+    cfg = trainer.GRPOConfig(out=str(tmp_path / "fade"), init=str(base), schedule="fade",
+                             params={"H_target": 0.2}, steps=4, checkpoint_every=4, **FAST)
+    recs = _records(cfg)
+    rows = [json.loads(line) for line in (tmp_path / "fade" / "metrics.jsonl").read_text().splitlines()]
+    policy = Policy(schedule="fade", schedule_params={"H_target": 0.2}, steps=4, H0=rows[0]["entropy_nll"],
+                    reward_values=cfg.reward_values)
+    for rec, row in zip(recs, rows, strict=True):
+        adv = policy.advance(reward_mean=row["reward_mean"], entropy=row["entropy_nll"], step=row["step"])
+        assert (row["alpha"], row["delta"]) == (policy.scheduled_params()["alpha"], policy.scheduled_params()["delta"])
+        assert rec.advantage == adv
+        np.testing.assert_array_equal(rec.advantages, adv(rec.rewards))
+    state = ck.read_json(tmp_path / "fade" / "checkpoint-000004" / "trainer_state.json")
+    assert state["policy"] == json.loads(json.dumps(policy.state_dict())) and state["policy_H0"] == policy.H0
+
+
+def _to_old_format(checkpoint: Path, params: dict) -> None:
+    """Rewrite a checkpoint's trainer_state.json as the trainer wrote it before it held a Policy:
+    the schedule's keyword arguments (the measured H0 among them) and state."""
+    path = checkpoint / "trainer_state.json"
+    state = ck.read_json(path)
+    policy, H0 = state.pop("policy"), state.pop("policy_H0")
+    state["schedule_kwargs"] = {"H0": H0, **params} if policy else None
+    state["schedule_state"] = policy["state"] if policy else None
+    ck.write_json(path, state)
+
+
+@pytest.mark.parametrize("method", [{"schedule": "fade", "params": {}},   # H* = H0/2: H0 must be restored
+                                    {"advantage": "asym_grpo", "params": {"delta": 0.5}}])
+def test_a_checkpoint_in_the_old_format_resumes_identically(base, tmp_path, method):
+    common = dict(init=str(base), steps=4, checkpoint_every=2, log_every=1, **method, **FAST)
+    trainer.train(trainer.GRPOConfig(out=str(tmp_path / "a"), **common))
+
+    def crash(rec):
+        if rec.step == 2:
+            raise _Crash
+    with pytest.raises(_Crash):
+        trainer.train(trainer.GRPOConfig(out=str(tmp_path / "b"), **common), callback=crash)
+    _to_old_format(tmp_path / "b" / "checkpoint-000002", method["params"])
+    old = ck.read_json(tmp_path / "b" / "checkpoint-000002" / "trainer_state.json")
+    assert "policy" not in old and ("schedule" in method) == (old["schedule_state"] is not None)
+    trainer.train(trainer.GRPOConfig(out=str(tmp_path / "b"), resume=True, **common))
+    pd.testing.assert_frame_equal(metrics_frame(tmp_path / "a"), metrics_frame(tmp_path / "b"), check_exact=True)
+    wa, wb = _weights(tmp_path / "a" / "checkpoint-000004"), _weights(tmp_path / "b" / "checkpoint-000004")
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    sa, sb = (ck.read_json(tmp_path / r / "checkpoint-000004" / "trainer_state.json") for r in "ab")
+    assert (sb["policy"], sb["policy_H0"], sb["rng"]) == (sa["policy"], sa["policy_H0"], sa["rng"])  # new format
+
+
 # ---------------------------------------------------------------- end to end, and a real crash (slow)
 @pytest.mark.slow  # SFT, two GRPO runs, eval and diff: 25-40 s on 2 cores
 def test_rl_raises_heldout_pass_at_1_over_sft(tmp_path):
@@ -337,7 +389,7 @@ def test_rl_raises_heldout_pass_at_1_over_sft(tmp_path):
     # 100 problems x 16 samples: the standard error of pass@1 is below 0.04
     assert results["grpo"] > p0 + 0.08, (p0, results)
     assert results["asym2"] > p0 + 0.08, (p0, results)
-    from analysis import weight_diff
+    from analysis import diff as weight_diff
 
     rep = weight_diff.diff(str(final), [str(tmp_path / n / "checkpoint-000040") for n in results], device="cpu",
                            layers="head", progress=False)
