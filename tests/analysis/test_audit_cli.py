@@ -143,7 +143,7 @@ def test_a_truncated_jsonl_line_is_refused_or_skipped(tmp_path, capsys):
     assert rc == 0 and json.loads(out)["source"]["n_bad_lines_skipped"] == 1
 
 
-def test_the_overwrite_policy(table, tmp_path, capsys):
+def test_the_overwrite_policy(table, tmp_path, capsys, cheap_png):
     rep = tmp_path / "rep"
     assert _run([table, "--out", rep, "--quiet"], capsys)[0] == 0
     (rep / "old.txt").write_text("from the earlier report")

@@ -135,7 +135,7 @@ def test_the_verdict_reads_the_pass_at_k_trend(p1, pG, phrase, monkeypatch):
     assert phrase in text, text
 
 
-def test_rendered_again_from_the_saved_json(doc, tmp_path):
+def test_rendered_again_from_the_saved_json(doc, tmp_path, cheap_png):
     out = report.write_report(doc, None, tmp_path / "one")
     again = report.write_report(_strict((out / "report.json").read_text()), None, tmp_path / "two")
     assert (again / "report.md").read_text() == (out / "report.md").read_text()
@@ -171,7 +171,7 @@ def test_rolling_window():
     assert [report.rolling_window(n) for n in (1, 9, 10, 20, 40, 100, 10_000)] == [1, 1, 1, 3, 5, 11, 51]
 
 
-def test_written_atomically_and_the_overwrite_policy(tmp_path, monkeypatch):
+def test_written_atomically_and_the_overwrite_policy(tmp_path, monkeypatch, cheap_png):
     doc = hand_built(12)
     out = tmp_path / "rep"
 

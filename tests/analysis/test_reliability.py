@@ -112,7 +112,7 @@ def test_another_command_s_report_is_not_replaced_without_overwrite(tmp_path, ca
     assert (out / "report.json").read_text().startswith('{"source"')
 
 
-def test_overwrite_accepts_a_foreign_directory_and_a_previous_report_is_replaced(tmp_path):
+def test_overwrite_accepts_a_foreign_directory_and_a_previous_report_is_replaced(tmp_path, cheap_png):
     base, (rl, _) = tc.qwen2_base(), tc.qwen2_planted()
     out = tmp_path / "rep"
     out.mkdir()
@@ -156,7 +156,7 @@ def _full_disk(monkeypatch, victim: str):
 
 
 @pytest.mark.parametrize("previous", [False, True], ids=["new", "over-previous"])
-def test_disk_full_mid_write_leaves_nothing_and_says_so_in_one_line(tmp_path, monkeypatch, capsys, previous):
+def test_disk_full_mid_write_leaves_nothing_and_says_so_in_one_line(tmp_path, monkeypatch, capsys, previous, cheap_png):
     base, (rl, _) = tc.qwen2_base(), tc.qwen2_planted()
     out = tmp_path / "rep"
     argv = [str(base), str(rl), "--out", str(out), "--layers", "head", "--quiet"]

@@ -81,7 +81,7 @@ def test_table_numbers_use_the_shared_formatter():
     assert report._pct(0.0123456) == "1.23%" and report._pct(None) == "—"
 
 
-def test_written_atomically_and_existing_reports_replaced(doc2, tmp_path, monkeypatch):
+def test_written_atomically_and_existing_reports_replaced(doc2, tmp_path, monkeypatch, cheap_png):
     out = tmp_path / "rep"
 
     def boom(doc):
