@@ -76,7 +76,7 @@ def test_writes_the_report_and_the_masses_are_the_theory_s(table, tmp_path, caps
     assert md.index("## Verdict") < md.index("## Per step") and "reproduced by rloo" in md
 
 
-def test_json_prints_report_json_with_the_schema(table, tmp_path, capsys):
+def test_json_prints_report_json_with_the_schema(table, tmp_path, capsys, cheap_png):
     rc, out, _ = _run([table, "--out", tmp_path / "rep", "--json", "--steps", "20:80", "--advantage", "grpo"], capsys)
     assert rc == 0
     doc = json.loads(out)
@@ -91,7 +91,7 @@ def test_json_prints_report_json_with_the_schema(table, tmp_path, capsys):
     assert "grpo" in doc["compare"]          # --advantage on a log with advantages: shown as a what-if
 
 
-def test_a_summary_unless_quiet(table, tmp_path, capsys):
+def test_a_summary_unless_quiet(table, tmp_path, capsys, cheap_png):
     rc, out, _ = _run([table, "--out", tmp_path / "rep"], capsys)
     assert rc == 0
     assert out.startswith(f"report: {tmp_path / 'rep'}/report.md") and "12 steps, 48 groups of 4" in out
@@ -192,7 +192,7 @@ def test_the_program_runs_in_a_subprocess(table, tmp_path):
     ("verl/rollout_data", ["--advantage", "grpo"]), ("verl_legacy", []), ("trl", ["--success-threshold", "1"]),
     ("table", []), ("prime-rl", ["--split", "all"]), ("rlvr", []), ("verl/validation_data", ["--split", "val"]),
 ])
-def test_the_example_logs_are_audited(tmp_path, capsys, folder, extra):
+def test_the_example_logs_are_audited(tmp_path, capsys, folder, extra, cheap_png):
     path = ROOT / "examples" / "audit_logs" / folder
     if not path.exists():
         pytest.skip(f"{path} not written")

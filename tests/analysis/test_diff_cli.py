@@ -31,7 +31,7 @@ def test_diff_writes_the_report_and_prints_a_summary(tmp_path, capsys):
     assert doc["checkpoints"][0]["output_head"]["s1_s2"] == pytest.approx(16, rel=1e-5)
 
 
-def test_json_flag_prints_the_document(tmp_path, capsys):
+def test_json_flag_prints_the_document(tmp_path, capsys, cheap_png):
     rl, _ = tc.qwen2_planted()
     rc = diff_cli.main([str(tc.qwen2_base()), str(rl), "--out", str(tmp_path / "rep"), "--json",
                         "--layers", "head", "--device", "cpu"])
@@ -42,7 +42,7 @@ def test_json_flag_prints_the_document(tmp_path, capsys):
     assert doc == json.loads((tmp_path / "rep" / "report.json").read_text())
 
 
-def test_series_flag(tmp_path, capsys):
+def test_series_flag(tmp_path, capsys, cheap_png):
     base = tc.qwen2_base()
     run = tmp_path / "run"
     run.mkdir()
@@ -118,7 +118,7 @@ def test_console_entry_point_runs_as_a_program(tmp_path):
     assert p.stderr.startswith("rlvr-diff: error: base: ")
 
 
-def test_weights_is_the_default_subcommand_and_threads_is_recorded(tmp_path, capsys):
+def test_weights_is_the_default_subcommand_and_threads_is_recorded(tmp_path, capsys, cheap_png):
     """``rlvr-diff weights BASE RL`` = ``rlvr-diff BASE RL``; ``--threads`` goes through the
     runner and lands in the run block of report.json."""
     import torch

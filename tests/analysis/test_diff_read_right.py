@@ -57,7 +57,7 @@ def test_fp32_base_against_its_bf16_cast_measures_exactly_the_rounding_floor(f32
     assert any("rounded to bf16" in n for n in c2["notes"])
 
 
-def test_bf16_base_fp32_rl_is_flagged_with_the_floor_beside_the_measured_update(tmp_path):
+def test_bf16_base_fp32_rl_is_flagged_with_the_floor_beside_the_measured_update(tmp_path, cheap_png):
     base = tc.cached("rr_qwen2_bf16", lambda p: tc.build_arch(p, "qwen2", dtype="bfloat16"))
     rl = tmp_path / "rl_f32"
     planted = tc.plant_files(base, rl, tc.matrix_deltas(base), dtype="float32")
@@ -127,7 +127,7 @@ def _fade_u(V_major: int, n_minor: int, big_on_minority: bool) -> np.ndarray:
 
 
 @pytest.mark.parametrize("big_on_minority", [True, False])
-def test_sign_free_u_statistics_on_the_scaled_down_fade_case(tmp_path, big_on_minority):
+def test_sign_free_u_statistics_on_the_scaled_down_fade_case(tmp_path, big_on_minority, cheap_png):
     # FADE's first-time-user case: 151,886 tokens one way, 50 the other; scaled down 1:10
     u = _fade_u(15189, 5, big_on_minority)
     b, r = _u_pair(tmp_path, u)
@@ -169,7 +169,7 @@ def _signed_u(neg_ids: list[int], top_id: int, n: int = tc.VOCAB) -> np.ndarray:
     return u / np.linalg.norm(u)
 
 
-def test_special_tokens_by_name_and_only_negative_entries_in_the_minus_column(tmp_path):
+def test_special_tokens_by_name_and_only_negative_entries_in_the_minus_column(tmp_path, cheap_png):
     u = _signed_u([0, 7, 9], top_id=2)                  # </s> the largest; <pad>, w3, w5 the only negatives
     base, rl = _tok_pair(tmp_path, u)
     doc = wd.diff(str(base), [str(rl)], device="cpu", layers="head", progress=False)
@@ -188,7 +188,7 @@ def test_special_tokens_by_name_and_only_negative_entries_in_the_minus_column(tm
     assert [ln.split("|")[5].strip() for ln in lines[:4]] == ["9", "7", "0", ""]
 
 
-def test_a_tokenizer_smaller_than_the_head_decodes_the_ids_it_has_with_a_warning(tmp_path):
+def test_a_tokenizer_smaller_than_the_head_decodes_the_ids_it_has_with_a_warning(tmp_path, cheap_png):
     u = _signed_u([5], top_id=383)                       # the largest entry on a padding row
     base, rl = _tok_pair(tmp_path, u, tokenizer_vocab=380)
     doc = wd.diff(str(base), [str(rl)], device="cpu", layers="head", progress=False)
