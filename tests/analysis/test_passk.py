@@ -619,6 +619,7 @@ def check_rates(cases, reps, iterations, slack, seed):
         assert abs(rate - pred) < tol, (m, rescale, shift, rate, pred, tol)
 
 
+@pytest.mark.slow  # a power study: 200 replicates of the test (~5 s)
 def test_subsampling_test_type_i_error_and_power_small():
     """n = 64 answers, 30 problems, 200 replicates: type-I error within 4 SE of normal theory
     (0.0007 for the paper's test at m = n/4, 0.26 at m = 3n/4, 0.05 rescaled); power at a

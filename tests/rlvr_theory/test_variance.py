@@ -488,6 +488,7 @@ def test_group_sizes_follow_the_integer_policy():
 
 
 # ----------------------------------------------------------------- figures
+@pytest.mark.slow  # draws three figures (~5 s); their claims are also in the figure check
 def test_figures_are_made_and_their_claims_hold(tmp_path):
     for name in ("fade_fig7", "fade_table8", "fade_sweetspot"):
         paths, claims = figures.make(name, tmp_path)

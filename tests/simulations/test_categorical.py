@@ -270,7 +270,8 @@ def test_cli_bad_param_is_refused_naming_it(tmp_path, capsys, extra, word):
 
 
 # ------------------------------------------------------------------ regimes (F-GRPO Fig. 4)
-def test_three_regimes_small_preset():  # ~8 s
+@pytest.mark.slow  # a 600-step run of the fgrpo-fig4-small preset (~8 s); the engine's fast tests are above
+def test_three_regimes_small_preset():
     _three_regimes()
 
 

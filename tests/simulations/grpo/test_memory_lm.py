@@ -44,6 +44,7 @@ def _nucleus_by_hand(p: np.ndarray, top_p: float) -> np.ndarray:
     return q / q.sum()
 
 
+@pytest.mark.slow  # Monte Carlo of the sampler (~5 s each); the same draws are checked exactly by the next test
 @pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 0.9)])
 def test_first_token_frequencies_are_the_calibrated_softmax(base, temperature, top_p):  # noqa: F811
     """Monte Carlo at a fixed context: the frequencies of the first sampled token match
