@@ -3,8 +3,8 @@
     rlvr-audit PATH [PATH ...] --out REPORT_DIR [--format auto|trl|verl|prime-rl|rlvr|table]
                [--group-size G] [--reward-column NAME] [--success-threshold T]
                [--advantage NAME --param k=v ...] [--compare NAME ...] [--tau T ...]
-               [--steps A:B] [--split train|val|all] [--skip-bad-lines] [--json] [--threads N]
-               [--overwrite] [--quiet]
+               [--steps A:B] [--split train|val|all] [--skip-bad-lines] [--allow-suspect-read]
+               [--json] [--threads N] [--overwrite] [--quiet]
 
 Reads the rollout logs (:func:`analysis.audit.readers.read`: TRL completions parquet, verl
 rollout JSONL, prime-rl traces, ``rlvr-train grpo`` rollouts, or any table with columns
@@ -20,7 +20,11 @@ Every argument is checked before any log is read, and ``--out`` first
 written, or a non-empty directory that is not an earlier audit report (unless
 ``--overwrite``) is refused, and so is, even with ``--overwrite``, a directory that is or holds
 one of the inputs.  A log that does not match its format is refused with the file, line (or
-row) and column named.  Nothing is written until the whole report is ready; the report
+row) and column named.  A read that looks wrong (:func:`analysis.audit.readers.suspect_read`: more
+than :data:`~analysis.audit.readers.MAX_DROPPED_SHARE` of the rows dropped, or every group of one
+rollout without ``--group-size 1``) is refused with one line (exit 2) unless
+``--allow-suspect-read``, which audits the rows as read and says so in the report's verdict and
+in ``report.json`` ``"suspect_read"``.  Nothing is written until the whole report is ready; the report
 directory appears whole at the end or not at all.
 
 Running, errors, ``--threads``, Ctrl-C and closed pipes are handled by
@@ -93,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "column); 'val' labels a verl validation dump; 'all' audits train and summarises val [train]")
     ap.add_argument("--skip-bad-lines", action="store_true",
                     help="skip (and count) unreadable JSONL lines instead of refusing the file")
+    ap.add_argument("--allow-suspect-read", action="store_true",
+                    help="audit a read that looks wrong instead of refusing it: more than 5%% of the rows dropped "
+                         "(earlier outputs of multi-output verl rollouts, unreadable lines), or every group of one "
+                         "rollout; the report's verdict says so")
     runner.add_threads_option(ap)
     runner.add_overwrite_option(ap)
     ap.add_argument("--json", action="store_true", help="print report.json on stdout")
@@ -210,12 +218,20 @@ def _summary(doc: dict, out: Path) -> str:
         ratio = o.get("sign_ratio")
         lines.append(f"m_S {_fmt(o['m_S'])}, m_F {_fmt(o.get('m_F'))}, sign ratio "
                      f"{_fmt(float(ratio) if ratio is not None else None)}")
+    suspect = (doc.get("suspect_read") or {}).get("problems")
+    if suspect:
+        lines.insert(0, "suspect read, audited anyway (--allow-suspect-read): " + "; ".join(suspect))
     a = doc.get("advantage")
+    search = doc.get("advantage_search") or {}
     if a:
-        lines.append(f"logged advantages reproduced by {a.get('label') or a.get('name')} "
+        how = " (--advantage)" if a.get("from") == "option" else ""
+        lines.append(f"logged advantages reproduced by {a.get('label') or a.get('name')}{how} "
                      f"(max |error| {_fmt(a.get('max_abs_error'))})")
     elif doc.get("masses_from") == "logged":
-        lines.append("logged advantages: no registry family within tolerance")
+        c = search.get("closest")
+        lines.append("logged advantages: no registry family within tolerance"
+                     + (f"; closest {c.get('label')} (max |error| {_fmt(c.get('max_abs_error'))})" if c else
+                        "; none comes close"))
     return "\n".join(lines)
 
 
@@ -246,9 +262,20 @@ def _run(args: argparse.Namespace) -> int:
         rollouts = readers.read(args.paths, args.format, group_size=opts["group_size"],
                                 reward_column=args.reward_column, steps=opts["steps"],
                                 skip_bad_lines=args.skip_bad_lines, split=args.split, arg="PATH")
+        problems = readers.suspect_read(rollouts)
+        if problems and not args.allow_suspect_read:
+            more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:])})" if len(problems) > 1 else ""
+            raise ValueError(f"PATH: {problems[0]}{more}; the log may be misread (check how it marks its groups, "
+                             "or pass --group-size 1 if groups of one are right); pass --allow-suspect-read to "
+                             "audit the rows as read")
         doc = metrics.audit(rollouts, advantage=opts["advantage"], params=opts["params"],
                             success_threshold=opts["success_threshold"], compare=opts["compare"], taus=opts["taus"],
                             split="val" if args.split == "val" else "train")
+        doc["suspect_read"] = {"problems": problems, "allowed": bool(args.allow_suspect_read),
+                               "max_dropped_share": readers.MAX_DROPPED_SHARE}
+        if problems:
+            doc.setdefault("notes", []).insert(0, "Suspect read, audited anyway (--allow-suspect-read): "
+                                               + "; ".join(problems) + ".")
         # the run-metadata block of every JSON file of the toolkit (doc["summary"] holds the run's means)
         doc["run"] = run_metadata(_settings(args), threads=args.threads or runner.default_threads())
         out = write_report(doc, None, args.out, overwrite=args.overwrite)

@@ -56,11 +56,26 @@ from rlvr_theory import entropy, groups, tail_miss
 from rlvr_theory.advantages import Advantage
 from rlvr_theory.policy import Policy
 
-__all__ = ["group_table", "step_table", "which_advantage", "audit", "candidates", "DEFAULT_RTOL", "STEP_KEYS",
-           "CHUNK_ROWS"]
+__all__ = ["group_table", "step_table", "which_advantage", "audit", "candidates", "fittable", "fit_parameter",
+           "DEFAULT_RTOL", "CLOSE_RTOL", "FIT_RANGE", "FIT_GRID", "FIT_INT_MAX", "STEP_KEYS", "CHUNK_ROWS"]
 
 #: relative tolerance of :func:`which_advantage` (float32 logs round at ~6e-8)
 DEFAULT_RTOL = 1e-5
+#: :func:`which_advantage` calls a family that does not reproduce the log "the closest" only when
+#: its largest deviation is at most this share of ``max |A_logged|``; farther, no family is named
+CLOSE_RTOL = 0.05
+#: the range a fitted parameter is searched in (a log-spaced grid, then a bounded refinement)
+FIT_RANGE = (1e-3, 1e3)
+#: points of that grid; integer parameters are tried at 1, 2, ..., :data:`FIT_INT_MAX`
+FIT_GRID = 25
+FIT_INT_MAX = 64
+#: parameters never fitted: numerical conventions (tried at the values of :func:`candidates`)
+_NOT_FITTED = ("eps", "ddof")
+#: families refined after the grid besides the trainer's and the user's (the best on the grid)
+_FIT_REFINE = 3
+#: rows the fit is computed on: whole sample steps up to this many (at least one step); the fitted
+#: values are then checked on every sample step, then on every step
+FIT_ROWS = 8192
 #: keys of ``params`` that configure the grouping, not the family
 _RESERVED = ("singleton", "success_threshold")
 
@@ -722,7 +737,67 @@ def _max_error(run: _Run, adv: Advantage, singleton: str, cmp: np.ndarray) -> fl
     return err
 
 
-def _search(run: _Run, rtol: float, sample_steps: int, cands: Sequence[tuple[Advantage, str]] | None
+def fittable(adv: Advantage) -> str | None:
+    """The parameter :func:`which_advantage` fits for ``adv``: its one numeric parameter (not a
+    flag, not ``None``, not a numerical convention such as ``eps`` or ``ddof``), else None."""
+    keys = [k for k, v in adv.defaults.items() if k not in _NOT_FITTED and v is not None
+            and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return keys[0] if len(keys) == 1 else None
+
+
+def fit_parameter(adv: Advantage, deviation, *, scale: float = 1.0, int_max: int = FIT_INT_MAX
+                  ) -> tuple[Advantage, float] | None:
+    """The value of ``adv``'s :func:`fittable` parameter that minimises ``deviation(advantage)``.
+
+    A real parameter is tried on :data:`FIT_GRID` log-spaced values over :data:`FIT_RANGE`, then
+    refined between the grid neighbours of the best with a bounded scalar minimisation in
+    ``log x`` (:func:`scipy.optimize.minimize_scalar`); the shortest decimal value as good (to
+    ``1e-7·scale``) is kept, so that δ = 0.5 reads 0.5.  An integer parameter is tried at 1 to
+    ``int_max`` (default :data:`FIT_INT_MAX`; the audit passes the largest group size).  Values
+    the family refuses, or where ``deviation`` raises ``ValueError`` or is not finite, count as
+    infinitely far.  Returns ``(advantage, deviation)`` or None.
+    """
+    from scipy import optimize
+
+    key = fittable(adv)
+    if key is None:
+        return None
+    cache: dict[float, float] = {}
+
+    def err(x: float) -> float:
+        if x not in cache:
+            try:
+                e = float(deviation(adv.with_params(**{key: x})))
+            except ValueError:
+                e = math.inf
+            cache[x] = e if math.isfinite(e) else math.inf
+        return cache[x]
+
+    integer = isinstance(adv.defaults[key], int)
+    grid = np.arange(1, max(int(int_max), 1) + 1) if integer else np.geomspace(*FIT_RANGE, FIT_GRID)
+    xs = [float(x) for x in grid]
+    errs = np.array([err(int(x) if integer else x) for x in xs])
+    if not np.isfinite(errs).any():
+        return None
+    i = int(np.argmin(errs))
+    x, e = (int(xs[i]) if integer else xs[i]), float(errs[i])
+    if not integer and e > 0:
+        lo, hi = math.log(xs[max(i - 1, 0)]), math.log(xs[min(i + 1, len(xs) - 1)])
+        res = optimize.minimize_scalar(lambda u: min(err(math.exp(u)), 1e300), bounds=(lo, hi), method="bounded",
+                                       options={"xatol": 1e-11})
+        xr = math.exp(float(res.x))
+        if err(xr) < e:
+            x, e = xr, err(xr)
+        for digits in range(1, 16):  # the shortest decimal value as good as the fitted one
+            v = float(f"{x:.{digits}g}")
+            if err(v) <= e + 1e-7 * scale:
+                x, e = v, err(v)
+                break
+    return adv.with_params(**{key: x}), e
+
+
+def _search(run: _Run, rtol: float, sample_steps: int, cands: Sequence[tuple[Advantage, str]] | None, *,
+            option: tuple[Advantage, str] | None = None, trainer: Mapping[str, Any] | None = None
             ) -> dict[str, Any] | None:
     """:func:`which_advantage` on a grouped run (``detail=True`` form)."""
     if run.logged is None:
@@ -740,60 +815,206 @@ def _search(run: _Run, rtol: float, sample_steps: int, cands: Sequence[tuple[Adv
     sel = cmp[idx]
     log_s = logged[idx][sel]
     scale_s = float(np.max(np.abs(log_s))) if log_s.size else 0.0
+    scale = max((float(np.max(np.abs(logged[sl][cmp[sl]]))) for sl in run.chunks() if cmp[sl].any()), default=0.0)
+    whole = pick.size == run.steps.size
     lengths_ok = run.length is not None and bool(np.isfinite(run.length[run.valid]).all())
+    singles = bool(np.any(run.g_valid == 1))
+    modes = ("zero", "raw") if singles else ("zero",)
+    searched = cands is None
     if cands is None:
-        cands = candidates(run.reward_values, singletons=bool(np.any(run.g_valid == 1)), lengths=lengths_ok)
-    errors = []
-    for i, (adv, singleton) in enumerate(cands):  # the sample: a few steps, every candidate
+        cands = candidates(run.reward_values, singletons=singles, lengths=lengths_ok)
+
+    def sample_error(adv: Advantage, singleton: str, steps: np.ndarray = pick, rows: np.ndarray = sel,
+                     target: np.ndarray = log_s) -> float:
+        """max |A − A_logged| over the sample steps (inf where the family is not defined)."""
         try:
-            A = run.advantages(adv, singleton, steps=pick)[sel]
+            A = run.advantages(adv, singleton, steps=steps)[rows]
         except ValueError:  # not defined on these rewards (group size, real rewards, lengths)
-            continue
-        errors.append((float(np.max(np.abs(A - log_s))) if A.size else 0.0, i))
-    info = {"match": None, "best": None, "tolerance": rtol, "n_candidates": len(cands),
-            "sample_steps": [int(x) for x in run.steps[pick]]}
+            return math.inf
+        e = float(np.max(np.abs(A - target))) if A.size else 0.0
+        return e if math.isfinite(e) else math.inf
+
+    def full_error(adv: Advantage, singleton: str, err_s: float) -> float:
+        return err_s if whole else _max_error(run, adv, singleton, cmp)
+
+    def entry(adv: Advantage, singleton: str, err: float, origin: str, fitted: Sequence[str] = ()) -> dict:
+        return {"name": adv.name, "params": dict(adv.params), "singleton": singleton, "max_abs_error": err,
+                "max_rel_error": err / scale if scale > 0 else (0.0 if err == 0 else math.inf),
+                "reward_values": list(adv.reward_values), "label": _label(adv, singleton), "from": origin,
+                "fitted": list(fitted)}
+
+    # the user's choice first, then the family the trainer's record names, then the conventions
+    first: list[tuple[Advantage, str, str]] = []
+    if option is not None:
+        first.append((option[0], option[1], "option"))
+    hint = None
+    if trainer and trainer.get("kind") == "family":
+        try:
+            hint = run.family(str(trainer["name"]), dict(trainer.get("params") or {}))
+        except (ValueError, TypeError):  # not a registry family here, or parameters it refuses
+            try:
+                hint = run.family(str(trainer["name"]))
+            except (ValueError, TypeError):
+                hint = None
+        if hint is not None:
+            first += [(hint, s, "trainer") for s in modes]
+    known = [(a, s) for a, s, _ in first]
+    allc = first + [(a, s, "search") for a, s in cands if (a, s) not in known]
+    errors = [(e, i) for i, (a, s, _) in enumerate(allc) if math.isfinite(e := sample_error(a, s))]
+    info: dict[str, Any] = {"match": None, "best": None, "closest": None, "tolerance": rtol,
+                            "close_tolerance": CLOSE_RTOL, "n_candidates": len(allc), "n_fitted": 0,
+                            "sample_steps": [int(x) for x in run.steps[pick]], "option": None,
+                            "trainer": None if not trainer else dict(trainer)}
+    if option is not None:  # does the user's --advantage reproduce the log?
+        e_s = next((e for e, i in errors if i == 0), math.inf)
+        err = full_error(option[0], option[1], e_s) if math.isfinite(e_s) else math.inf
+        info["option"] = {**entry(option[0], option[1], err, "option"),
+                          "reproduced": bool(math.isfinite(err) and err <= rtol * scale)}
+        if not math.isfinite(err):
+            info["option"].update(max_abs_error=None, max_rel_error=None)
     if not errors:
         return info
     best_err = min(e for e, _ in errors)
     tie = best_err + 1e-9 * max(scale_s, 1e-300)  # equal up to rounding: by preference order
     ranked = sorted(errors, key=lambda t: (t[0] > tie, t[0] if t[0] > tie else 0.0, t[1]))
-    scale = max((float(np.max(np.abs(logged[sl][cmp[sl]]))) for sl in run.chunks() if cmp[sl].any()), default=0.0)
-    whole = pick.size == run.steps.size
     for err_s, i in ranked:  # the closest on the sample, checked on every step
         if err_s > rtol * scale_s and info["best"] is not None:
             break
-        adv, singleton = cands[i]
-        err = err_s if whole else _max_error(run, adv, singleton, cmp)
-        entry = {"name": adv.name, "params": dict(adv.params), "singleton": singleton, "max_abs_error": err,
-                 "max_rel_error": err / scale if scale > 0 else (0.0 if err == 0 else math.inf),
-                 "reward_values": list(adv.reward_values), "label": _label(adv, singleton)}
+        adv, singleton, origin = allc[i]
+        err = full_error(adv, singleton, err_s)
+        e = entry(adv, singleton, err, origin)
         if info["best"] is None or err < info["best"]["max_abs_error"]:
-            info["best"] = entry
+            info["best"] = e
         if err <= rtol * scale:
-            info["match"] = entry
+            info["match"] = e
             break
+    if info["match"] is None:  # fit the parameter of one-parameter families, on a few whole steps
+        n_rows = np.cumsum(run.step_rows[pick])
+        fit_pick = pick[:max(int(np.searchsorted(n_rows, FIT_ROWS, side="right")), 1)]
+        fit_sel = cmp[run.rows_of(fit_pick)]
+        fit_log = logged[run.rows_of(fit_pick)][fit_sel]
+
+        def fit_error(adv: Advantage, singleton: str) -> float:
+            return sample_error(adv, singleton, fit_pick, fit_sel, fit_log)
+
+        _fit_search(run, info, entry, fit_error, sample_error, full_error, modes, rtol, scale, scale_s,
+                    hint=hint, option=option, searched=searched, lengths_ok=lengths_ok)
+    best = info["best"]
+    if info["match"] is None and best is not None and best["max_rel_error"] <= CLOSE_RTOL:
+        info["closest"] = best
     return info
+
+
+def _fit_search(run: _Run, info: dict, entry, fit_error, sample_error, full_error, modes: Sequence[str], rtol: float,
+                scale: float, scale_s: float, *, hint: Advantage | None, option: tuple[Advantage, str] | None,
+                searched: bool, lengths_ok: bool) -> None:
+    """The fitting stage of :func:`_search`: every one-parameter family (the trainer's and the
+    user's first) on the grid of :func:`fit_parameter`; the trainer's, the user's and the
+    :data:`_FIT_REFINE` best others refined, all on the :data:`FIT_ROWS` rows of ``fit_error``;
+    the best fits checked on every sample step (``sample_error``), then on every step."""
+    families: list[tuple[Advantage, str, bool]] = []   # (family, singleton, always refined)
+    named = [a for a in (hint, None if option is None else option[0]) if a is not None and fittable(a)]
+    if searched:
+        for name in _advantages.names():
+            try:
+                adv = run.family(name)
+            except ValueError:
+                continue
+            if fittable(adv) is not None and not (adv.uses_lengths and not lengths_ok):
+                named.append(adv)
+    seen: set[str] = set()
+    for adv in named:
+        if adv.name not in seen:
+            seen.add(adv.name)
+            always = (hint is not None and adv is hint) or (option is not None and adv is option[0])
+            families += [(adv, s, always) for s in modes]
+    info["n_fitted"] = len(families)
+    if not families:
+        return
+
+    def memo(adv: Advantage, singleton: str):
+        key, cache = fittable(adv), {}
+
+        def deviation(a: Advantage) -> float:
+            x = a.params[key]
+            if x not in cache:
+                with np.errstate(all="ignore"):  # extreme grid values (α = 1e3) overflow: inf, not a match
+                    cache[x] = fit_error(a, singleton)
+            return cache[x]
+        return deviation
+
+    devs = [memo(adv, s) for adv, s, _ in families]
+    int_max = min(FIT_INT_MAX, max(int(run.g_valid.max()), 1)) if run.g_valid.size else 1
+    coarse = []
+    for (adv, _, _), dev in zip(families, devs):  # a loop over a handful of families
+        key = fittable(adv)
+        integer = isinstance(adv.defaults[key], int)
+        xs = np.arange(1, int_max + 1) if integer else np.geomspace(*FIT_RANGE, FIT_GRID)
+        best = math.inf
+        for x in xs.tolist():
+            try:
+                best = min(best, dev(adv.with_params(**{key: int(x) if integer else x})))
+            except ValueError:
+                continue
+        coarse.append(best)
+    order = sorted((e, j) for j, e in enumerate(coarse) if math.isfinite(e))
+    chosen = [j for j, (_, _, always) in enumerate(families) if always and math.isfinite(coarse[j])]
+    chosen += [j for _, j in order if j not in chosen][:_FIT_REFINE]
+    fitted = []
+    for j in chosen:
+        res = fit_parameter(families[j][0], devs[j], scale=max(scale_s, 1e-300), int_max=int_max)
+        if res is not None:
+            with np.errstate(all="ignore"):
+                fitted.append((sample_error(res[0], families[j][1]), j, res[0]))
+    fitted.sort(key=lambda t: (t[0], t[1]))
+    for n, (err_s, j, adv) in enumerate(fitted):  # the best fit, and others within tolerance on the sample
+        if n > 0 and err_s > rtol * scale_s or not math.isfinite(err_s):
+            break
+        singleton = families[j][1]
+        err = full_error(adv, singleton, err_s)
+        origin = ("trainer" if hint is not None and adv.name == hint.name else
+                  "option" if option is not None and adv.name == option[0].name else "search")
+        e = entry(adv, singleton, err, origin, fitted=[fittable(adv)])
+        if info["best"] is None or err < info["best"]["max_abs_error"]:
+            info["best"] = e
+        if err <= rtol * scale:
+            info["match"] = e
+            return
 
 
 def which_advantage(rollouts: Any, *, success_threshold: float | None = None, rtol: float = DEFAULT_RTOL,
                     sample_steps: int = 8, split: str | None = "train",
                     candidates: Sequence[tuple[Advantage, str]] | None = None,
+                    advantage: str | Advantage | None = None, params: Mapping[str, Any] | None = None,
                     detail: bool = False) -> dict[str, Any] | None:
     """The registry family and parameters that reproduce the logged advantages.
 
-    Tries :func:`candidates` (or the ``(Advantage, singleton)`` pairs given) on the logged
-    rewards with :func:`rlvr_theory.groups.advantages`, first on ``sample_steps`` steps
-    spread over the run, then checks the closest candidates on every step.  A candidate
-    matches when ``max |A − A_logged| <= rtol·max |A_logged|`` over the rollouts that have a
-    reward and a logged advantage (``rtol = 1e-5`` passes float32 logs).  Candidates that
-    agree to rounding are ranked by the order of :func:`candidates` (Dr. GRPO before
-    AsymGRPO with δ = 1, which is the same advantage).
+    Tries, in this order, the family of ``advantage``/``params`` (the user's ``--advantage``:
+    ``detail["option"]`` says whether it reproduces the log), the family that the trainer's
+    record beside the logs names (``rollouts.source["trainer_config"]``,
+    :func:`analysis.audit.readers.trainer_config`: ``rlvr-train``'s ``run_config.json``, the TRL
+    adapter's ``checkpoint-N/rlvr_state.json``) with its parameters, and :func:`candidates` (or
+    the ``(Advantage, singleton)`` pairs given), on the logged rewards with
+    :func:`rlvr_theory.groups.advantages`, first on ``sample_steps`` steps spread over the run,
+    then checks the closest candidates on every step.  When none matches, the parameter of each
+    one-parameter family (δ of ``asym_grpo``, α of the power families, γ, β, ...:
+    :func:`fittable`) is fitted (:func:`fit_parameter`, the trainer's and the user's family
+    first; with ``candidates`` given, only those two) and the best fit checked on every step.
+    A candidate matches when ``max |A − A_logged| <= rtol·max |A_logged|`` over the rollouts
+    that have a reward and a logged advantage (``rtol = 1e-5`` passes float32 logs).
+    Candidates that agree to rounding are ranked by that order (Dr. GRPO before AsymGRPO with
+    δ = 1, which is the same advantage).
 
     Returns ``{"name", "params", "singleton", "max_abs_error", "max_rel_error",
-    "reward_values", "label"}`` of the match, or None when the log has no advantages or none
-    is within tolerance.  ``detail=True`` returns ``{"match": ... | None, "best": ...,
-    "tolerance", "n_candidates", "sample_steps"}`` (``best``: the closest candidate, its
-    deviation measured on every step) and None only when the log has no advantages.
+    "reward_values", "label", "from", "fitted"}`` of the match (``from``: ``"option"``,
+    ``"trainer"`` or ``"search"``; ``fitted``: the parameters fitted), or None when the log has
+    no advantages or none is within tolerance.  ``detail=True`` returns ``{"match": ... | None,
+    "best": ..., "closest": ... | None, "tolerance", "close_tolerance", "n_candidates",
+    "n_fitted", "sample_steps", "option", "trainer"}`` (``best``: the candidate with the
+    smallest deviation, measured on every step; ``closest``: the same when no family matches and
+    its deviation is at most :data:`CLOSE_RTOL` of ``max |A_logged|``, else None; ``option``:
+    the user's family with its deviation and ``reproduced``) and None only when the log has no
+    advantages.
 
     Examples
     --------
@@ -807,15 +1028,24 @@ def which_advantage(rollouts: Any, *, success_threshold: float | None = None, rt
     >>> m["name"], m["params"], m["max_abs_error"]
     ('rloo', {}, 0.0)
     """
-    frame = _parts(rollouts)[0]
+    frame, source, _ = _parts(rollouts)
     run = _Run(frame, split=split, success_threshold=success_threshold)
-    found = _search(run, rtol, sample_steps, candidates)
+    option = None
+    if advantage is not None:
+        kw, singleton = _split_params(params)
+        option = (run.family(advantage, kw), singleton)
+    found = _search(run, rtol, sample_steps, candidates, option=option, trainer=source.get("trainer_config"))
     if detail or found is None:
         return found
     return found["match"]
 
 
 # ==================================================================== audit
+def _pct_text(x: Any) -> str:
+    """A share as a percentage (``"inf %"`` never: an infinite share reads "all")."""
+    return f"{100 * x:.3g} %" if isinstance(x, (int, float)) and math.isfinite(x) else "all"
+
+
 def _trend(steps: np.ndarray, values: np.ndarray) -> dict[str, Any]:
     """Least-squares line of ``values`` against ``steps``: slope per 100 steps (None with < 2 points)."""
     ok = np.isfinite(values)
@@ -904,7 +1134,7 @@ def audit(rollouts: Any, *, advantage: str | Advantage | None = None, params: Ma
     g = t.group_frame()
     st = _step_frame(t, entropy=entropy, fade=fade, agrae=agrae, by_size=False, g=g)
     notes = list(t.notes)
-    search = _search(run, rtol, sample_steps, None)
+    search = _search(run, rtol, sample_steps, None, option=t.option, trainer=t.source.get("trainer_config"))
     sizes, counts = np.unique(run.g_rows, return_counts=True)
     group_size = t.group_size if t.group_size is not None else (int(sizes[0]) if sizes.size == 1 else None)
     doc: dict[str, Any] = {
@@ -959,10 +1189,35 @@ def audit(rollouts: Any, *, advantage: str | Advantage | None = None, params: Ma
     notes.append("drift_per_nat and entropy_drift are FADE's drift term (Eq. 7, Thm. 13.1) as the paper states "
                  "it; for a softmax policy the exact first-order entropy change does not contain it "
                  "(docs/categorical.md).")
+    trainer = t.source.get("trainer_config")
+    if trainer:
+        what = "schedule" if trainer.get("kind") == "schedule" else "advantage"
+        given = ", ".join(f"{k}={v!r}" for k, v in (trainer.get("params") or {}).items())
+        notes.append(f"{trainer.get('file')} names the {what} {trainer.get('name')}" + (f" ({given})" if given else "")
+                     + (" (its parameters are not recorded there)" if not trainer.get("params_known") else "")
+                     + (": 'which advantage' tries it first." if what == "advantage" and search is not None else "."))
+        if what == "schedule" and search is not None:
+            notes.append(f"A schedule ({trainer.get('name')}) changes the advantage's parameters from step to step, "
+                         "so no fixed registry family is expected to reproduce the whole log.")
+    if search is not None and search.get("option") is not None:
+        o = search["option"]
+        notes.append(f"--advantage {o['label']} " + (
+            f"reproduces the logged advantages (largest deviation {o['max_abs_error']:.3g})." if o["reproduced"] else
+            "does not reproduce the logged advantages" + (
+                f" (largest deviation {o['max_abs_error']:.3g})." if o.get("max_abs_error") is not None
+                else " (it is not defined on these rewards).")))
     if search is not None and search["match"] is None and search["best"] is not None:
         b = search["best"]
-        notes.append(f"No registry advantage reproduces the logged advantages within relative tolerance "
-                     f"{search['tolerance']:g}; the closest is {b['label']} (largest deviation {b['max_abs_error']:.3g}).")
+        if search.get("closest") is not None:
+            notes.append(f"No registry advantage reproduces the logged advantages within relative tolerance "
+                         f"{search['tolerance']:g}; the closest is {b['label']} (largest deviation "
+                         f"{b['max_abs_error']:.3g}, {100 * b['max_rel_error']:.3g} % of max |A|).")
+        else:
+            notes.append(f"No registry advantage reproduces the logged advantages within relative tolerance "
+                         f"{search['tolerance']:g}, and none comes close: the smallest largest deviation of the "
+                         f"{search['n_candidates']} candidates and {search.get('n_fitted', 0)} fitted families is "
+                         f"{b['max_abs_error']:.3g} ({_pct_text(b['max_rel_error'])} of max |A|, above the "
+                         f"{100 * search.get('close_tolerance', CLOSE_RTOL):g} % under which one is called close).")
     if "split" in t.frame.columns and split is not None:
         others = sorted(set(t.frame["split"].unique()) - {split})
         for other in others:

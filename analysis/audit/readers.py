@@ -62,7 +62,8 @@ import pandas as pd
 
 from rlvr_plumbing import checks
 
-__all__ = ["FORMATS", "COLUMNS", "SPLITS", "Rollouts", "read", "detect_format", "list_files"]
+__all__ = ["FORMATS", "COLUMNS", "SPLITS", "MAX_DROPPED_SHARE", "Rollouts", "read", "detect_format", "list_files",
+           "suspect_read", "trainer_config"]
 
 #: the formats :func:`read` knows
 FORMATS = ("trl", "verl", "prime-rl", "rlvr", "table")
@@ -90,9 +91,12 @@ class Rollouts:
         One row per rollout: ``step, group, reward, advantage, length, split``.
     source : dict
         ``format``, ``paths`` (the files read), ``notes`` (sentences a report prints),
-        ``n_files``, ``n_padding_rows_dropped``, ``n_duplicate_rows_dropped``,
-        ``n_bad_lines_skipped``, ``grouping`` (``"uid"``, ``"input"``, ``"prompt-blocks"`` or
-        ``"group-column"``).
+        ``n_files``, ``n_padding_rows_dropped``, ``n_duplicate_rows_dropped`` (=
+        ``n_earlier_outputs_dropped`` of multi-output verl rollouts +
+        ``n_repeated_batch_rows_dropped`` of TRL files repeating a batch),
+        ``n_bad_lines_skipped``, ``n_rows_read`` (kept + dropped), ``grouping`` (``"uid"``,
+        ``"shared-uid"``, ``"input"``, ``"prompt-blocks"`` or ``"group-column"``),
+        ``group_size_given`` and ``trainer_config`` (:func:`trainer_config`).
     group_size : int or None
         The rollouts per group, or ``None`` when groups have unequal sizes.
     """
@@ -486,6 +490,135 @@ def _prime_files(p: Path, split: str, *, arg: str = "paths") -> list[LogFile]:
     return out
 
 
+# ============================================================== the trainer's own record
+#: the largest trainer record read (a bigger ``run_config.json`` / ``rlvr_state.json`` is not one)
+_MAX_RECORD_BYTES = 8 << 20
+_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+
+
+def _json_record(path: Path, notes: list[str] | None) -> dict | None:
+    """A small JSON object file, read as JSON only (``None``, with a note, when it is not one)."""
+    try:
+        if path.stat().st_size > _MAX_RECORD_BYTES:
+            raise ValueError(f"larger than {_MAX_RECORD_BYTES >> 20} MiB")
+        obj = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(obj, dict):
+            raise ValueError(f"a JSON {type(obj).__name__}, not an object")
+        return obj
+    except (OSError, ValueError) as err:
+        if notes is not None:
+            notes.append(f"{path}: not read as the trainer's record ({err}); 'which advantage' searches without it.")
+        return None
+
+
+def _run_config_entry(path: Path, notes: list[str] | None) -> dict | None:
+    """``rlvr-train grpo``'s ``run_config.json``: ``{"kind": "grpo", "settings": {"advantage",
+    "schedule", "params", ...}, ...}`` (an older file holds the settings at its top level)."""
+    obj = _json_record(path, notes)
+    if obj is None:
+        return None
+    settings = obj.get("settings") if isinstance(obj.get("settings"), dict) else obj
+    if obj.get("kind", settings.get("kind")) not in (None, "grpo"):
+        return None  # an SFT run: no advantage
+    params = settings.get("params") if isinstance(settings.get("params"), dict) else {}
+    for kind, key in (("schedule", "schedule"), ("family", "advantage")):
+        name = settings.get(key)
+        if isinstance(name, str) and name:
+            return {"file": str(path), "name": name, "kind": kind, "params": dict(params), "params_known": True}
+    return None
+
+
+def _rlvr_state_entry(path: Path, notes: list[str] | None) -> dict | None:
+    """The TRL adapter's ``checkpoint-N/rlvr_state.json``: ``{"policy": {...}, "name": family or
+    schedule, ...}``; the parameters of a fixed family are not in it."""
+    obj = _json_record(path, notes)
+    if obj is None or not isinstance(obj.get("name"), str) or not obj["name"]:
+        return None
+    policy = obj.get("policy") if isinstance(obj.get("policy"), dict) else {}
+    kind = "schedule" if policy.get("schedule") else "family"
+    return {"file": str(path), "name": obj["name"], "kind": kind, "params": {}, "params_known": False}
+
+
+def trainer_config(paths: Iterable[Any], notes: list[str] | None = None) -> dict | None:
+    """The advantage that the trainer's own record beside or above the log files names, or None.
+
+    Looked for in the folder of each log file and in the one above it, the nearest first:
+    ``run_config.json`` (``rlvr-train grpo``'s run folder, whose rollouts are in
+    ``RUN/rollouts/``: the ``advantage`` or ``schedule`` of its ``settings`` and their
+    ``params``) and ``checkpoint-N/rlvr_state.json`` of the highest ``N`` (the TRL adapter's
+    output folder, whose completions are in ``OUTPUT_DIR/completions/``: the family's or
+    schedule's ``name``; its parameters are not recorded).  The files are read as JSON, never
+    run.  Returns ``{"file", "name", "kind": "family"|"schedule", "params", "params_known"}``;
+    a file that is not a JSON object is skipped with a sentence in ``notes``.
+
+    >>> import tempfile, pathlib, json
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> (d / "rollouts").mkdir()
+    >>> _ = (d / "run_config.json").write_text(json.dumps({"kind": "grpo", "settings": {
+    ...     "advantage": "asym_grpo", "schedule": None, "params": {"delta": 0.5}}}))
+    >>> e = trainer_config([d / "rollouts" / "step_000001.parquet"])
+    >>> e["name"], e["kind"], e["params"]
+    ('asym_grpo', 'family', {'delta': 0.5})
+    """
+    dirs: list[Path] = []
+    for p in paths:
+        d = Path(p).parent
+        for q in (d, d.parent):
+            if q not in dirs:
+                dirs.append(q)
+    for d in dirs:
+        if (d / "run_config.json").is_file():
+            entry = _run_config_entry(d / "run_config.json", notes)
+            if entry is not None:
+                return entry
+        ckpts = sorted((int(m.group(1)), q) for q in (d.iterdir() if d.is_dir() else ())
+                       if (m := _CHECKPOINT_DIR.match(q.name)) and (q / "rlvr_state.json").is_file())
+        for _, q in reversed(ckpts):
+            entry = _rlvr_state_entry(q / "rlvr_state.json", notes)
+            if entry is not None:
+                return entry
+    return None
+
+
+#: the largest share of a log's rows that a reader may drop before ``rlvr-audit`` refuses the
+#: read (:func:`suspect_read`; ``--allow-suspect-read`` audits the rows left anyway)
+MAX_DROPPED_SHARE = 0.05
+
+
+def suspect_read(rollouts: Rollouts) -> list[str]:
+    """Signs that the log was misread, each as one sentence (empty: none).
+
+    * the reader dropped more than :data:`MAX_DROPPED_SHARE` of the rows it read as earlier
+      outputs of multi-output rollouts (verl) or as unreadable lines (``skip_bad_lines``).
+      Not counted: verl's padding rows (not rollouts) and TRL files that repeat an earlier
+      generation batch (identical copies: nothing is lost);
+    * every group has one rollout while the group size was not given (``group_size=1`` says
+      that it is right): no group can carry a signal.
+
+    ``rlvr-audit`` refuses such a read (exit 2) unless ``--allow-suspect-read`` is given.
+
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"step": [1, 1], "group": [0, 1], "reward": [1.0, 0.0]})
+    >>> suspect_read(Rollouts(f, {"format": "table", "n_rows_read": 2}, 1))
+    ['every group of the table log has 1 rollout (2 groups of 1 row; grouping: group-column), so no group can carry a signal']
+    """
+    src = rollouts.source or {}
+    out = []
+    n_rows = int(src.get("n_rows_read") or len(rollouts.frame))
+    parts = [(int(src.get("n_earlier_outputs_dropped") or 0), "as earlier outputs of multi-output rollouts "
+              "(uid '{group}_{rollout}_{output}': the last output of each rollout kept)"),
+             (int(src.get("n_bad_lines_skipped") or 0), "as lines that are not JSON (skip_bad_lines)")]
+    dropped = sum(n for n, _ in parts)
+    if n_rows and dropped > MAX_DROPPED_SHARE * n_rows:
+        what = " and ".join(f"{n:,} {text}" for n, text in parts if n)
+        out.append(f"the {src.get('format')} reader dropped {dropped:,} of the {n_rows:,} rows it read "
+                   f"({100 * dropped / n_rows:.3g} %, more than {100 * MAX_DROPPED_SHARE:g} %): {what}")
+    if rollouts.group_size == 1 and len(rollouts.frame) and not src.get("group_size_given"):
+        out.append(f"every group of the {src.get('format')} log has 1 rollout ({len(rollouts.frame):,} groups of 1 "
+                   f"row; grouping: {src.get('grouping', 'group-column')}), so no group can carry a signal")
+    return out
+
+
 # ============================================================== accumulating files
 @dataclass
 class _Context:
@@ -502,7 +635,9 @@ class _Context:
     notes: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: {"n_padding_rows_dropped": 0,
                                                             "n_duplicate_rows_dropped": 0,
-                                                            "n_bad_lines_skipped": 0})
+                                                            "n_bad_lines_skipped": 0,
+                                                            "n_earlier_outputs_dropped": 0,
+                                                            "n_repeated_batch_rows_dropped": 0})
     grouping: set[str] = field(default_factory=set)
     read_paths: list[str] = field(default_factory=list)
 
@@ -599,11 +734,14 @@ class _Context:
         frame = pd.DataFrame({"step": step, "group": group, "reward": cols["reward"],
                               "advantage": cols["advantage"], "length": cols["length"]}, copy=False)
         frame["split"] = _split_column(cols.pop("split"))
-        grouping = ("input" if "input" in self.grouping else sorted(self.grouping)[0]) if self.grouping \
-            else "group-column"
+        grouping = next((g for g in ("input", "shared-uid") if g in self.grouping), None) or (
+            sorted(self.grouping)[0] if self.grouping else "group-column")
+        c = self.counts
+        n_read = len(step) + c["n_padding_rows_dropped"] + c["n_duplicate_rows_dropped"] + c["n_bad_lines_skipped"]
         source = {"format": self.fmt, "paths": self.read_paths or [str(f.path) for f in files],
                   "notes": self.notes, "n_files": len(self.read_paths or files), **self.counts,
-                  "grouping": grouping}
+                  "n_rows_read": int(n_read), "grouping": grouping, "group_size_given": group_size is not None,
+                  "trainer_config": trainer_config([f.path for f in files], self.notes)}
         return Rollouts(frame, source, G)
 
 
@@ -827,9 +965,35 @@ def _read_verl(f: LogFile, ctx: _Context) -> None:
         ctx.counts["n_padding_rows_dropped"] += int(pad.sum())
         keep = ~pad
         keys, step, reward = keys.filter(pa.array(keep)), step[keep], reward[keep]
+    # verl's own uid is one uuid4 per prompt, repeated for its rollout.n rollouts: a uid that several
+    # rows of one step carry is a group, and each of its rows a rollout (never "outputs" of one rollout)
+    codes, _ = _factorize(keys)
+    pair = step * np.int64(max(int(codes.max()) + 1, 1)) + codes if len(codes) else codes
+    if len(pd.unique(pair)) < len(pair):
+        ctx.grouping.add("shared-uid")
+        note = ("verl log whose uid is shared by the rollouts of a prompt (verl's internal uid: one per prompt, "
+                "repeated rollout.n times): each uid of a step is one group and each of its rows one rollout.")
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+        ctx.add(step, keys, reward, split=f.split)
+        return
+    del codes, pair
     if pc.all(pc.ends_with(keys, "_0")).as_py():  # one output per rollout (the usual dump)
         ctx.add(step, pc.replace_substring_regex(keys, r"_[^_]*_[^_]*$", ""), reward, split=f.split)
         return
+    numbered = pc.match_substring_regex(keys, r"_\d+_\d+$").to_numpy(zero_copy_only=False)
+    if not numbered.all():
+        # a uid without the two numeric suffixes of "{group}_{rollout}_{output}", on one row: a group
+        # of its own (never an "earlier output" of another row)
+        note = ("verl uids that are neither shared by a prompt's rollouts nor '{group}_{rollout}_{output}': "
+                "each is a group of its own.")
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+        other = ~numbered
+        ctx.add(step[other], keys.filter(pa.array(other)), reward[other], split=f.split)
+        if not numbered.any():
+            return
+        keys, step, reward = keys.filter(pa.array(numbered)), step[numbered], reward[numbered]
     session = pc.replace_substring_regex(keys, r"_[^_]*$", "")  # "{group}_{rollout}"
     # multi-output agent loops: one rollout wrote several outputs; keep the last (as verl's metrics do)
     idx = pc.extract_regex(keys, r"_(?P<i>\d+)$").field("i")
@@ -842,6 +1006,7 @@ def _read_verl(f: LogFile, ctx: _Context) -> None:
     keep[last] = True
     n_drop = int((~keep).sum())
     ctx.counts["n_duplicate_rows_dropped"] += n_drop
+    ctx.counts["n_earlier_outputs_dropped"] += n_drop
     msg = "verl rollouts with several outputs (multi-turn agent loops): the last output of each rollout is kept"
     if msg not in " ".join(ctx.notes):
         ctx.notes.append(msg + " (as verl's own metrics do); the others are counted as dropped duplicates.")
@@ -902,6 +1067,7 @@ def _read_trl(files: list[LogFile], ctx: _Context, *, group_size: int | None,
         del table, completions
         if h in seen:
             ctx.counts["n_duplicate_rows_dropped"] += len(step)
+            ctx.counts["n_repeated_batch_rows_dropped"] += len(step)
             repeats.append((int(step[0]) if len(step) else f.step, seen[h]))
             continue
         seen[h] = int(step[0]) if len(step) else -1

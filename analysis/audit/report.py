@@ -329,14 +329,39 @@ def _advantage_text(doc: dict) -> str:
     if src is None and match:           # a document without masses_from (made by hand)
         src = "logged"
     if src == "logged":
+        option = search.get("option")
+        said = ""
+        if option and not option.get("reproduced"):
+            dev = option.get("max_abs_error")
+            said = (f" --advantage {_label(option)} does not reproduce them"
+                    + (f" (largest deviation {_fmt(_num(dev))})." if dev is not None else " (not defined on these rewards)."))
         if match:
-            return (f"Advantage used: the logged advantages are reproduced by {_label(match)} (largest deviation "
-                    f"{_fmt(_num(match.get('max_abs_error')))}); the masses are those of the logged advantages.")
+            trainer = search.get("trainer") or {}
+            how = {"option": " (--advantage, reproduced)",
+                   "trainer": f" (named by {Path(str(trainer.get('file'))).name})" if trainer.get("file") else ""
+                   }.get(match.get("from"), "")
+            if match.get("fitted"):
+                how += " with " + ", ".join(match["fitted"]) + " fitted to the log"
+            return (f"Advantage used: the logged advantages are reproduced by {_label(match)}{how} (largest "
+                    f"deviation {_fmt(_num(match.get('max_abs_error')))}); the masses are those of the logged "
+                    "advantages." + said)
         best = search.get("best")
-        closest = (f" The closest of {_fmt(search.get('n_candidates'))} candidates is {_label(best)} (largest "
-                   f"deviation {_fmt(_num(best.get('max_abs_error')))})." if best else "")
+        close = search.get("close_tolerance", 0.05)
+        if "closest" in search:
+            closest = search.get("closest")
+        else:  # a document written before "closest" existed: the same rule on its "best"
+            closest = best if best and _num(best.get("max_rel_error")) <= close else None
+        if closest:
+            tail = (f" The closest of {_fmt(search.get('n_candidates'))} candidates is {_label(closest)} (largest "
+                    f"deviation {_fmt(_num(closest.get('max_abs_error')))}).")
+        elif best:
+            tail = (f" No registry family comes close: the smallest largest deviation is "
+                    f"{_fmt(_num(best.get('max_abs_error')))} ({_pct(_num(best.get('max_rel_error')))} of max |A|; "
+                    f"a family is called close under {_pct(close)}).")
+        else:
+            tail = ""
         return ("Advantage used: the logged advantages match no registry family within relative tolerance "
-                f"{_fmt(_num(search.get('tolerance')))}; the masses are those of the logged advantages." + closest)
+                f"{_fmt(_num(search.get('tolerance')))}; the masses are those of the logged advantages." + tail + said)
     if src == "option":
         return (f"Advantage used: the log has no advantages; the masses are those of {_label(doc.get('masses_advantage'))} "
                 "(--advantage) on the logged rewards.")
@@ -368,6 +393,10 @@ def _verdict(page: Page, doc: dict, frame: pd.DataFrame) -> None:
     page.add(("h2", "Verdict"))
     o = _overall(doc, frame)
     lines: list[str] = []
+    suspect = doc.get("suspect_read") or {}
+    if suspect.get("problems"):
+        lines.append("Suspect read, audited anyway (--allow-suspect-read): " + "; ".join(suspect["problems"])
+                     + ". Every number below is of the rows as read: check how the log marks its groups first.")
     if "frac_all_correct" in o and "frac_all_wrong" in o:
         ac, aw = o["frac_all_correct"], o["frac_all_wrong"]
         last = ""
