@@ -6,6 +6,7 @@ report, and the CLI on an adapter directory."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -20,7 +21,8 @@ from analysis.diff import lora, stream
 from analysis.diff.cli import main
 from tests.analysis import tiny_checkpoints as tc
 
-peft = pytest.importorskip("peft")
+# peft builds the adapters (imported where it is used: 3-4 s that collection need not pay)
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="peft is not installed")
 
 LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 CONFIGS = {
