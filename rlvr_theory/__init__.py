@@ -11,8 +11,17 @@ reachability, retries).  Argument checks, the registry class, JSON and the comma
 runner live one layer below, in :mod:`rlvr_plumbing`.  See docs/architecture.md.
 """
 
-from . import advantages, categorical, entropy, masses, multiturn, rank1, schedules, sharpening, tail_miss, variance
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 __all__ = ["advantages", "masses", "schedules", "tail_miss", "variance", "entropy", "categorical",
            "sharpening", "rank1", "multiturn", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """``rlvr_theory.masses`` and the other submodules of :data:`__all__`, imported on first use: a
+    command that needs the advantages only does not load scipy.stats and pandas (about 1.5 s)."""
+    if name in __all__ and name != "__version__":
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -72,6 +72,7 @@ from rlvr_plumbing.registry import Registry
 __all__ = [
     "Advantage",
     "get",
+    "as_advantage",
     "names",
     "register",
     "unregister",
@@ -151,6 +152,15 @@ def get(name: str, **params: Any) -> Advantage:
     ValueError: asym_grpo: delta must be a finite number > 0, got 0
     """
     return _REGISTRY.get(name)(**params)
+
+
+def as_advantage(adv: Advantage | str) -> Advantage:
+    """``adv`` itself, or the registered family of that name with default parameters."""
+    if isinstance(adv, Advantage):
+        return adv
+    if isinstance(adv, str):
+        return get(adv)
+    raise ValueError(f"adv must be an Advantage or a registered name, got {type(adv).__name__}")
 
 
 def check_reward_values(reward_values: Any) -> tuple[float, float]:

@@ -43,8 +43,7 @@ import numpy as np
 
 from rlvr_plumbing import checks
 
-from .advantages import Advantage
-from .masses import as_advantage
+from .advantages import Advantage, as_advantage
 
 __all__ = ["group_codes", "success", "advantages", "stats", "summary", "GroupStats", "is_binary", "check_rewards"]
 

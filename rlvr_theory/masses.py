@@ -37,7 +37,7 @@ from scipy import special, stats
 from rlvr_plumbing import checks
 
 from . import advantages as _adv
-from .advantages import Advantage
+from .advantages import Advantage, as_advantage
 
 __all__ = [
     "Masses",
@@ -70,15 +70,6 @@ class Masses(NamedTuple):
 
 
 # ----------------------------------------------------------------- helpers
-def as_advantage(adv: Advantage | str) -> Advantage:
-    """``adv`` itself, or the registered family of that name with default parameters."""
-    if isinstance(adv, Advantage):
-        return adv
-    if isinstance(adv, str):
-        return _adv.get(adv)
-    raise ValueError(f"adv must be an Advantage or a registered name, got {type(adv).__name__}")
-
-
 def check_p(p: Any) -> np.ndarray:
     """Solve rate(s) ``p`` in [0, 1] as a float64 array (:func:`rlvr_plumbing.checks.array`)."""
     try:
