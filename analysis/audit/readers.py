@@ -641,6 +641,11 @@ class _Context:
     grouping: set[str] = field(default_factory=set)
     read_paths: list[str] = field(default_factory=list)
 
+    def note(self, text: str) -> None:
+        """Add ``text`` to the notes of the read (once, however many files say it)."""
+        if text not in self.notes:
+            self.notes.append(text)
+
     def add(self, step: np.ndarray, key: Any, reward: np.ndarray, *, advantage: np.ndarray | None = None,
             length: np.ndarray | None = None, split: str | np.ndarray = "train") -> None:
         """Add one file's rows: ``key`` are group keys (any hashable values, or a pyarrow
@@ -955,8 +960,7 @@ def _read_verl(f: LogFile, ctx: _Context) -> None:
         ctx.grouping.add("input")
         note = ("verl log without uid (an older verl, or its legacy trainer): groups are the rollouts with "
                 "identical input, so two prompts with the same text in one step form one group.")
-        if note not in ctx.notes:
-            ctx.notes.append(note)
+        ctx.note(note)
         ctx.add(step, keys, reward, split=f.split)
         return
     ctx.grouping.add("uid")
@@ -973,8 +977,7 @@ def _read_verl(f: LogFile, ctx: _Context) -> None:
         ctx.grouping.add("shared-uid")
         note = ("verl log whose uid is shared by the rollouts of a prompt (verl's internal uid: one per prompt, "
                 "repeated rollout.n times): each uid of a step is one group and each of its rows one rollout.")
-        if note not in ctx.notes:
-            ctx.notes.append(note)
+        ctx.note(note)
         ctx.add(step, keys, reward, split=f.split)
         return
     del codes, pair
@@ -987,8 +990,7 @@ def _read_verl(f: LogFile, ctx: _Context) -> None:
         # of its own (never an "earlier output" of another row)
         note = ("verl uids that are neither shared by a prompt's rollouts nor '{group}_{rollout}_{output}': "
                 "each is a group of its own.")
-        if note not in ctx.notes:
-            ctx.notes.append(note)
+        ctx.note(note)
         other = ~numbered
         ctx.add(step[other], keys.filter(pa.array(other)), reward[other], split=f.split)
         if not numbered.any():
