@@ -53,6 +53,8 @@ __all__ = ["main", "main_exit", "build_parser", "parse_steps", "PROG", "FORMATS"
 PROG = "rlvr-audit"
 #: the log formats ``--format`` accepts (``auto`` detects one from the files)
 FORMATS = ("auto", "trl", "verl", "prime-rl", "rlvr", "table")
+#: the metric-log formats ``--metric-format`` accepts
+METRIC_FORMATS = ("auto", "trl", "verl", "prime-rl", "wandb", "table")
 
 _fmt = functools.partial(fmt_number, digits=4, thousands=True)
 
@@ -97,6 +99,21 @@ def build_parser() -> argparse.ArgumentParser:
                          "column); 'val' labels a verl validation dump; 'all' audits train and summarises val [train]")
     ap.add_argument("--skip-bad-lines", action="store_true",
                     help="skip (and count) unreadable JSONL lines instead of refusing the file")
+    ap.add_argument("--metrics", nargs="+", action="extend", default=None, metavar="PATH",
+                    help="the trainer's metric log (TRL trainer_state.json, verl file-logger JSONL, prime-rl, W&B "
+                         "export, a step-keyed table), files or folders [found among PATH: trainer_state.json, "
+                         "checkpoint-N/trainer_state.json, metric JSONL/CSV files]")
+    ap.add_argument("--metric-format", default="auto", choices=METRIC_FORMATS,
+                    help="metric log format [auto: detected from the files]")
+    ap.add_argument("--metric-map", nargs="+", action="extend", default=None, metavar="THEIRS=OURS",
+                    help="map the log's metric names to ours (docs/metric_logs.md), e.g. my_entropy=entropy "
+                         "acc=val/acc; comma-separated pairs are accepted too")
+    ap.add_argument("--performance", default=None, metavar="METRIC",
+                    help="the metric Cui's entropy-performance law is fitted to (e.g. val/acc) [reward_mean]")
+    ap.add_argument("--fit-fraction", type=float, default=0.15, metavar="F",
+                    help="share of the steps the early entropy-performance fit sees; the rest judge it [0.15]")
+    ap.add_argument("--is-cap", type=float, default=3.0, metavar="C",
+                    help="cap of the importance-sampling ratio; steps above it are flagged [3.0, TRL's default]")
     ap.add_argument("--allow-suspect-read", action="store_true",
                     help="audit a read that looks wrong instead of refusing it: more than 5%% of the rows dropped "
                          "(earlier outputs of multi-output verl rollouts, unreadable lines), or every group of one "
@@ -173,9 +190,9 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
     from .audit.report import check_report_out
 
     out = check_report_out(args.out, overwrite=args.overwrite).resolve()   # first, before any work
-    for p in args.paths:
+    for p in list(args.paths) + list(args.metrics or ()):
         if not Path(p).exists():
-            raise ValueError(f"PATH: {str(p)!r} does not exist")
+            raise ValueError(f"{'PATH' if p in args.paths else 'metrics'}: {str(p)!r} does not exist")
         rp = Path(p).resolve()
         if rp == out or out in rp.parents:
             raise ValueError(f"out: {str(args.out)!r} holds the input {str(p)!r}; the report would replace it: "
@@ -199,6 +216,14 @@ def _check(args: argparse.Namespace) -> dict[str, Any]:
     opts["advantage"], opts["params"] = args.advantage, params
     if args.reward_column is not None and not str(args.reward_column).strip():
         raise ValueError("reward_column must be a column name, got ''")
+    from .audit import metric_logs
+
+    opts["metric_map"] = metric_logs.parse_metric_map(args.metric_map) if args.metric_map else None
+    opts["fit_fraction"] = checks.number("fit_fraction", args.fit_fraction, low=0, high=1, low_open=True,
+                                         high_open=True)
+    opts["is_cap"] = checks.number("is_cap", args.is_cap, low=1)
+    if args.performance is not None and not str(args.performance).strip():
+        raise ValueError("performance must be a metric name (e.g. reward_mean, val/acc), got ''")
     return opts
 
 
@@ -208,9 +233,14 @@ def _summary(doc: dict, out: Path) -> str:
     src = doc.get("source") or {}
     o = doc.get("summary") or {}
     G = doc.get("group_size")
-    lines = [f"report: {out}/report.md, report.html, report.json",
-             f"{src.get('format')} log: {_fmt(o.get('n_steps', len(doc.get('steps') or [])))} steps, "
-             f"{_fmt(o.get('n_groups'))} groups of {G if G is not None else 'unequal sizes'}"]
+    lines = [f"report: {out}/report.md, report.html, report.json"]
+    if doc.get("steps"):
+        lines.append(f"{src.get('format')} log: {_fmt(o.get('n_steps', len(doc.get('steps') or [])))} steps, "
+                     f"{_fmt(o.get('n_groups'))} groups of {G if G is not None else 'unequal sizes'}")
+    msrc = (doc.get("trainer_log") or {}).get("source") or {}
+    if msrc:
+        lines.append(f"{msrc.get('format')} metric log: {_fmt(len((doc.get('trainer_log') or {}).get('steps') or []))} "
+                     f"steps, {len(msrc.get('columns') or {})} metrics read")
     if o.get("frac_all_correct") is not None and o.get("frac_all_wrong") is not None:
         lines.append(f"zero-signal groups {_fmt(100 * (o['frac_all_correct'] + o['frac_all_wrong']))}% "
                      f"(all correct {_fmt(100 * o['frac_all_correct'])}%, all wrong {_fmt(100 * o['frac_all_wrong'])}%)")
@@ -218,6 +248,14 @@ def _summary(doc: dict, out: Path) -> str:
         ratio = o.get("sign_ratio")
         lines.append(f"m_S {_fmt(o['m_S'])}, m_F {_fmt(o.get('m_F'))}, sign ratio "
                      f"{_fmt(float(ratio) if ratio is not None else None)}")
+    t = doc.get("trainer_log") or {}
+    e = t.get("entropy") or {}
+    if e:
+        fit = e.get("fit")
+        lines.append(f"entropy {_fmt(e['first'])} → {_fmt(e['last'])} nats"
+                     + (f"; Cui fit of {e['performance']}: ceiling −a + b = {_fmt(fit['ceiling'])}" if fit else ""))
+    if (t.get("mismatch") or {}).get("flagged_steps"):
+        lines.append(f"importance-sampling ratio above its cap at {len(t['mismatch']['flagged_steps'])} step(s)")
     suspect = (doc.get("suspect_read") or {}).get("problems")
     if suspect:
         lines.insert(0, "suspect read, audited anyway (--allow-suspect-read): " + "; ".join(suspect))
@@ -233,6 +271,36 @@ def _summary(doc: dict, out: Path) -> str:
                      + (f"; closest {c.get('label')} (max |error| {_fmt(c.get('max_abs_error'))})" if c else
                         "; none comes close"))
     return "\n".join(lines)
+
+
+def _inputs(args: argparse.Namespace) -> tuple[list[Path], list[str], list[Path]]:
+    """``(metric files, rollout paths, alert files)`` of the command's paths.
+
+    Metric logs are those given with ``--metrics`` and those found among ``PATH``
+    (:func:`analysis.audit.metric_logs.find_metric_files`); a ``PATH`` that is a metric file
+    itself is not a rollout path, and a folder that holds no rollout log (only a metric log) is
+    none either.  Neither kind found: refused naming ``PATH``.
+    """
+    from .audit import metric_logs, readers, trainer_log
+
+    paths = list(args.paths)
+    metric_files = metric_logs.find_metric_files(paths + list(args.metrics or ()), arg="PATH")
+    found = {Path(f).resolve() for f in metric_files}
+    rollout_paths = [p for p in paths if not (Path(p).is_file() and Path(p).resolve() in found)]
+    if args.format == "auto" and metric_files:
+        kept = []
+        for p in rollout_paths:
+            try:
+                readers.detect_format(p, arg="PATH")
+            except ValueError as err:
+                if not str(err).startswith("format: cannot tell"):
+                    raise
+                continue                         # a folder with the metric log only
+            kept.append(p)
+        rollout_paths = kept
+    if not metric_files and not rollout_paths:
+        raise ValueError(f"PATH: no rollout log and no metric log in {', '.join(map(repr, paths))}")
+    return metric_files, rollout_paths, trainer_log.find_alerts(paths)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -255,27 +323,49 @@ def _run(args: argparse.Namespace) -> int:
         opts = _check(args)                 # every argument, --out first; nothing read or written yet
         from rlvr_plumbing.runtime import run_metadata
 
-        from .audit import metrics, readers
+        from .audit import metric_logs, metrics, readers, trainer_log
         from .audit.report import write_report
         from .report import to_json
 
-        rollouts = readers.read(args.paths, args.format, group_size=opts["group_size"],
-                                reward_column=args.reward_column, steps=opts["steps"],
-                                skip_bad_lines=args.skip_bad_lines, split=args.split, arg="PATH")
-        problems = readers.suspect_read(rollouts)
-        if problems and not args.allow_suspect_read:
-            more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:])})" if len(problems) > 1 else ""
-            raise ValueError(f"PATH: {problems[0]}{more}; the log may be misread (check how it marks its groups, "
-                             "or pass --group-size 1 if groups of one are right); pass --allow-suspect-read to "
-                             "audit the rows as read")
-        doc = metrics.audit(rollouts, advantage=opts["advantage"], params=opts["params"],
-                            success_threshold=opts["success_threshold"], compare=opts["compare"], taus=opts["taus"],
-                            split="val" if args.split == "val" else "train")
-        doc["suspect_read"] = {"problems": problems, "allowed": bool(args.allow_suspect_read),
-                               "max_dropped_share": readers.MAX_DROPPED_SHARE}
-        if problems:
-            doc.setdefault("notes", []).insert(0, "Suspect read, audited anyway (--allow-suspect-read): "
-                                               + "; ".join(problems) + ".")
+        metric_files, rollout_paths, alert_files = _inputs(args)
+        metric_log = None if not metric_files else metric_logs.read_metrics(
+            metric_files, args.metric_format, metric_map=opts["metric_map"], steps=opts["steps"], arg="metrics")
+        alerts = trainer_log.read_alerts(alert_files) if alert_files else []
+        rollouts = None if not rollout_paths else readers.read(
+            rollout_paths, args.format, group_size=opts["group_size"], reward_column=args.reward_column,
+            steps=opts["steps"], skip_bad_lines=args.skip_bad_lines, split=args.split, arg="PATH")
+        if rollouts is not None:
+            problems = readers.suspect_read(rollouts)
+            if problems and not args.allow_suspect_read:
+                more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:])})" if len(problems) > 1 else ""
+                raise ValueError(f"PATH: {problems[0]}{more}; the log may be misread (check how it marks its groups, "
+                                 "or pass --group-size 1 if groups of one are right); pass --allow-suspect-read to "
+                                 "audit the rows as read")
+            entropy = None
+            if metric_log is not None and "entropy" in metric_log.frame.columns:
+                e = metric_log.frame[["step", "entropy"]].dropna()
+                entropy = dict(zip(e["step"].tolist(), e["entropy"].tolist())) or None
+            doc = metrics.audit(rollouts, advantage=opts["advantage"], params=opts["params"],
+                                success_threshold=opts["success_threshold"], compare=opts["compare"],
+                                taus=opts["taus"], entropy=entropy, split="val" if args.split == "val" else "train")
+            doc["suspect_read"] = {"problems": problems, "allowed": bool(args.allow_suspect_read),
+                                   "max_dropped_share": readers.MAX_DROPPED_SHARE}
+            if problems:
+                doc.setdefault("notes", []).insert(0, "Suspect read, audited anyway (--allow-suspect-read): "
+                                                   + "; ".join(problems) + ".")
+        else:
+            doc = {"source": {"format": None, "paths": []}, "steps": [], "group_size": None, "notes": [
+                "No rollout log: the report rests on the trainer's metric log alone (give the rollout dump too for "
+                "masses, solve rates and the zero-signal cross-check)."]}
+        if metric_log is not None or alerts:
+            rsteps = None
+            if doc["steps"] and "frac_equal_rewards" in doc["steps"][0]:
+                import pandas as pd
+
+                rsteps = pd.DataFrame(doc["steps"])[["step", "frac_equal_rewards", "n_groups"]].astype(float)
+            doc["trainer_log"] = trainer_log.sections(metric_log, rollout_steps=rsteps, performance=args.performance,
+                                                      fit_fraction=opts["fit_fraction"], is_cap=opts["is_cap"],
+                                                      alerts=alerts)
         # the run-metadata block of every JSON file of the toolkit (doc["summary"] holds the run's means)
         doc["run"] = run_metadata(_settings(args), threads=args.threads or runner.default_threads())
         out = write_report(doc, None, args.out, overwrite=args.overwrite)

@@ -182,6 +182,11 @@ class _Run:
         self.codes = (codes, int(self.vg.size))
         self.vg_step = self.g_step[self.vg]
         self.reward_values = self._reward_values()
+        # shaped rewards: more than two values (partial credit, format bonuses)
+        vr = reward[self.valid]
+        lo, hi = (float(vr.min()), float(vr.max())) if vr.size else (0.0, 0.0)
+        self.shaped = bool(np.any((vr > lo) & (vr < hi)))
+        del vr
         self.ref = _advantages.get("dr_grpo", reward_values=self.reward_values)
         self._success: np.ndarray | None = None
 
@@ -204,6 +209,17 @@ class _Run:
         for sl in self.chunks():
             i0, i1 = np.searchsorted(starts, [sl.start, sl.stop])
             out[i0:i1] = np.add.reduceat(np.asarray(values(sl), dtype=float), starts[i0:i1] - sl.start)
+        return out
+
+    def segment_extreme(self, values, *, largest: bool) -> np.ndarray:
+        """Min (max with ``largest``) over each group of ``values(sl)``, rows with a NaN reward
+        left out (±inf for a group without a reward)."""
+        ufunc, fill = (np.maximum, -np.inf) if largest else (np.minimum, np.inf)
+        out = np.full(self.gstart.size, fill)
+        for sl in self.chunks():
+            i0, i1 = np.searchsorted(self.gstart, [sl.start, sl.stop])
+            v = np.where(self.valid[sl], np.asarray(values(sl), dtype=float), fill)
+            out[i0:i1] = ufunc.reduceat(v, self.gstart[i0:i1] - sl.start)
         return out
 
     def chunks(self, *, per_step: bool = False):
@@ -453,6 +469,11 @@ class _Tables:
                 "all_correct": has & (x == k), "all_wrong": has & (x == 0),
             }
         cols["zero_signal"] = cols["all_correct"] | cols["all_wrong"]
+        # what the trainer saw: a group-relative advantage is zero exactly where the rewards all equal
+        rmin = run.segment_extreme(lambda sl: run.reward[sl], largest=False)
+        rmax = run.segment_extreme(lambda sl: run.reward[sl], largest=True)
+        cols["equal_rewards"] = has & (rmin == rmax)
+        cols["shaped_signal"] = cols["zero_signal"] & ~cols["equal_rewards"]
         if run.length is not None:
             lsum = run.segment_sum(lambda sl: np.where(run.valid[sl], np.nan_to_num(run.length[sl]), 0.0))
             with np.errstate(invalid="ignore", divide="ignore"):
@@ -510,6 +531,7 @@ class _Tables:
                 "solve_rate_mean": mean("solve_rate"),
                 "frac_all_correct": mean("all_correct"), "frac_all_wrong": mean("all_wrong"),
                 "frac_zero_signal": mean("zero_signal"),
+                "frac_equal_rewards": mean("equal_rewards"), "frac_shaped_signal": mean("shaped_signal"),
             }
         cols.update(self._mass_columns(g, "", kk, has, n_keys, cnt))
         cols["drift_per_nat"] = _drift(np.ones(n_keys), cols["m_S"], cols["m_F"])
@@ -598,7 +620,10 @@ def group_table(rollouts: Any, *, advantage: str | Advantage | None = None, para
 
     Columns: ``step``, ``group``, ``group_size`` (rows), ``n_valid`` (rows with a reward),
     ``n_nan_rewards``, ``n_success``, ``solve_rate`` (p̂ = n_success/n_valid), ``reward_mean``,
-    ``all_correct``, ``all_wrong``, ``zero_signal``, ``length_mean`` (when the log has
+    ``all_correct``, ``all_wrong``, ``zero_signal`` (pass/fail at the threshold: all pass or all
+    fail), ``equal_rewards`` (every reward of the group equal: a group-relative advantage is 0
+    there, whatever the threshold), ``shaped_signal`` (``zero_signal`` but not ``equal_rewards``:
+    shaped rewards gave the group a gradient), ``length_mean`` (when the log has
     lengths), ``m_S``, ``m_F`` (FADE Eq. 3 per group: ``(1/k)Σ_S A``, ``−(1/k)Σ_F A``),
     ``abs_adv_sum`` (Σ|A|, A-GRAE Thm. 2), ``sq_adv_sum`` (Σ A²), ``pass_at_1``,
     ``pass_at_G`` (unbiased, ``k`` = the group's valid rollouts: :func:`analysis.passk.pass_at_k`),
@@ -635,7 +660,8 @@ def step_table(rollouts: Any, *, advantage: str | Advantage | None = None, param
     (mean rollouts with a reward per group), ``n_rollouts``, ``n_nan_rewards``,
     ``reward_mean`` (mean over the step's rollouts), ``success_rate`` (successes/rollouts),
     ``solve_rate_mean`` (mean of p̂ over groups), ``frac_all_correct``, ``frac_all_wrong``,
-    ``frac_zero_signal``, ``m_S``, ``m_F``, ``sign_ratio`` (mean m_S / mean m_F: ``inf`` when
+    ``frac_zero_signal``, ``frac_equal_rewards``, ``frac_shaped_signal``, ``m_S``, ``m_F``,
+    ``sign_ratio`` (mean m_S / mean m_F: ``inf`` when
     only m_F is 0, NaN when both are), ``abs_adv_sum`` (mean Σ|A| per group), ``n_eff``,
     ``drift_per_nat``, ``entropy``, ``entropy_drift``, ``pass_at_1``, ``pass_at_G``,
     ``hist/<bin>`` (groups per p̂ bin: ``0``, ``bins`` intervals of (0, 1), ``1``),
@@ -1070,6 +1096,8 @@ def _run_summary(g: pd.DataFrame, prefix: str = "") -> dict[str, Any]:
                    solve_rate_mean=float(h["solve_rate"].mean()) if len(h) else None,
                    frac_all_correct=float(h["all_correct"].mean()) if len(h) else None,
                    frac_all_wrong=float(h["all_wrong"].mean()) if len(h) else None,
+                   frac_equal_rewards=float(h["equal_rewards"].mean()) if len(h) else None,
+                   frac_shaped_signal=float(h["shaped_signal"].mean()) if len(h) else None,
                    pass_at_1=float(h["pass_at_1"].mean()) if len(h) else None,
                    pass_at_G=float(h["pass_at_G"].mean()) if len(h) else None)
     ms, mf = h[f"{prefix}m_S"].mean(), h[f"{prefix}m_F"].mean()
@@ -1081,8 +1109,26 @@ def _run_summary(g: pd.DataFrame, prefix: str = "") -> dict[str, Any]:
 
 
 #: per-step columns of report.json "steps" (schema of the audit; the step table has them all)
+def _shaped_notes(t: _Tables) -> list[str]:
+    """What shaped rewards change, said once (the report's two views rest on these)."""
+    T = t.run.threshold
+    out = [f"Shaped rewards (more than two values): the trainer's view is the real-valued rewards (a group whose "
+           f"rewards all equal gets zero advantage; every other group gets a gradient); the pass/fail view splits "
+           f"rollouts at reward >= {T:g} (S: at or above, F: below) for solve rates, pass@k, tail miss and the "
+           "m_S/m_F split of the masses."]
+    families = ([] if t.option is None or t.masses_from == "logged" else [t.option[0]]) + \
+               [adv for adv, *_ in t.what_if.values()]
+    binary_only = sorted({a.name for a in families if not a.graded})
+    if binary_only:
+        out.append(f"{', '.join(binary_only)} {'is' if len(binary_only) == 1 else 'are'} defined on success/failure "
+                   f"only: {'its' if len(binary_only) == 1 else 'their'} masses here are of the rewards thresholded at "
+                   f"{T:g}, not of the shaped rewards a trainer would feed it.")
+    return out
+
+
 STEP_KEYS = ("step", "n_groups", "group_size", "n_rollouts", "n_nan_rewards", "reward_mean", "success_rate",
-             "solve_rate_mean", "frac_all_correct", "frac_all_wrong", "frac_zero_signal", "m_S", "m_F",
+             "solve_rate_mean", "frac_all_correct", "frac_all_wrong", "frac_zero_signal", "frac_equal_rewards",
+             "frac_shaped_signal", "m_S", "m_F",
              "sign_ratio", "abs_adv_sum", "n_eff", "drift_per_nat", "entropy", "entropy_drift", "pass_at_1",
              "pass_at_G", "fade_alpha", "fade_delta", "agrae_omega")
 
@@ -1146,8 +1192,13 @@ def audit(rollouts: Any, *, advantage: str | Advantage | None = None, params: Ma
         "advantage_search": search,
         "masses_from": t.masses_from,
         "masses_advantage": None if t.option is None else {"name": t.option[0].name, "params": dict(t.option[0].params),
-                                                           "singleton": t.option[1]},
+                                                           "singleton": t.option[1],
+                                                           "on_real_rewards": bool(t.option[0].graded)},
+        "rewards": {"kind": "shaped" if run.shaped else "binary", "success_threshold": run.threshold,
+                    "values": list(run.reward_values)},
     }
+    if run.shaped:
+        notes.extend(_shaped_notes(t))
     keys = list(STEP_KEYS) + [_tau_key(x) for x in t.taus]
     doc["steps"] = _records(st, keys)
     labels, edges = _hist_bins(t.bins)
@@ -1160,6 +1211,7 @@ def audit(rollouts: Any, *, advantage: str | Advantage | None = None, params: Ma
         sub = st[["step"] + [f"compare/{label}/{c}" for c in cols]]
         sub.columns = ["step"] + cols
         doc["compare"][label] = {"name": adv.name, "params": dict(adv.params), "singleton": singleton,
+                                 "on_real_rewards": bool(adv.graded),
                                  "steps": _records(sub, sub.columns), "summary": _run_summary(g, f"compare/{label}/")}
     doc["summary"] = {"n_steps": int(run.steps.size), **_run_summary(g)}
     doc["trends"] = {c: _trend(run.steps, st[c].to_numpy()) for c in ("pass_at_1", "pass_at_G")}

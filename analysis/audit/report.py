@@ -69,6 +69,7 @@ HEADERS: dict[str, str] = {
     "pass_at_1": "pass@1", "pass_at_G": "pass@G", "drift_per_nat": "m_S − m_F (drift per nat)",
     "entropy_drift": "(m_S − m_F)·H", "fade_alpha": "FADE α", "fade_delta": "FADE δ", "agrae_omega": "A-GRAE ω",
     "n_nan_rewards": "no reward", "n_rollouts": "rollouts", "success_rate": "success rate",
+    "frac_equal_rewards": "equal rewards", "frac_shaped_signal": "pass/fail-uniform, rewards differ",
 }
 
 
@@ -403,9 +404,13 @@ def _verdict(page: Page, doc: dict, frame: pd.DataFrame) -> None:
         if {"frac_all_correct", "frac_all_wrong"} <= set(frame.columns) and len(frame) >= 10:
             _, z = _tenths(frame.assign(_z=frame["frac_all_correct"] + frame["frac_all_wrong"]), "_z")
             last = f"; {_pct(z)} over the last tenth of the steps"
-        lines.append(f"Zero-signal groups: {_pct(ac + aw)} of the run's groups (all correct {_pct(ac)}, all wrong "
-                     f"{_pct(aw)}{last}). They add no gradient; a step's masses are means over all its groups with "
-                     "these counting as 0.")
+        rewards = doc.get("rewards") or {}
+        if rewards.get("kind") == "shaped":
+            lines += _shaped_views(o, rewards, ac, aw)
+        else:
+            lines.append(f"Zero-signal groups: {_pct(ac + aw)} of the run's groups (all correct {_pct(ac)}, all wrong "
+                         f"{_pct(aw)}{last}). Their rewards are all equal, so they add no gradient; a step's masses "
+                         "are means over all its groups with these counting as 0.")
     lines.append(_sign_text(o.get("sign_ratio", math.nan)))
     taus = _taus(frame)
     if taus:
@@ -446,6 +451,18 @@ def _verdict(page: Page, doc: dict, frame: pd.DataFrame) -> None:
     page.add(*[("p", ln) for ln in lines])
 
 
+def _shaped_views(o: dict, rewards: dict, ac: float, aw: float) -> list[str]:
+    """The verdict's two labelled views of shaped rewards (docs/audit.md, "Shaped rewards")."""
+    T = rewards.get("success_threshold")
+    eq, sh = o.get("frac_equal_rewards", math.nan), o.get("frac_shaped_signal", math.nan)
+    return [f"What the trainer did (shaped rewards, as logged): {_pct(eq)} of the run's groups had all-equal rewards, "
+            f"so a group-relative advantage of 0 and no gradient; the other {_pct(1 - eq)} carried a gradient. "
+            "Masses, Σ|A| and N_eff are of the advantages on these real-valued rewards.",
+            f"Pass/fail at reward ≥ {_fmt(T)}: all pass {_pct(ac)}, all fail {_pct(aw)} of the groups; {_pct(sh)} of "
+            "the groups are all-pass or all-fail yet have differing rewards, so they did move the policy (through "
+            "the shaped part of the reward). Solve rates, pass@k and tail miss are of this view."]
+
+
 def _run(page: Page, doc: dict, frame: pd.DataFrame) -> None:
     src = doc.get("source") or {}
     o = _overall(doc, frame)
@@ -481,7 +498,7 @@ def _run(page: Page, doc: dict, frame: pd.DataFrame) -> None:
 
 _TABLE_COLS = ("n_groups", "reward_mean", "solve_rate_mean", "frac_all_correct", "frac_all_wrong", "m_S", "m_F",
                "sign_ratio", "abs_adv_sum", "n_eff", "pass_at_1", "pass_at_G")
-_PCT_COLS = ("frac_all_correct", "frac_all_wrong", "frac_zero_signal")
+_PCT_COLS = ("frac_all_correct", "frac_all_wrong", "frac_zero_signal", "frac_equal_rewards", "frac_shaped_signal")
 _INT_COLS = ("n_groups", "n_rollouts", "n_nan_rewards")
 def _header(col: str) -> str:
     if col.startswith("tail_miss/"):
@@ -501,6 +518,9 @@ def _cell(col: str, v: Any) -> str:
 def _per_step(page: Page, doc: dict, frame: pd.DataFrame) -> None:
     page.add(("h2", "Per step"))
     cols = [c for c in _TABLE_COLS if c in frame.columns]
+    if (doc.get("rewards") or {}).get("kind") == "shaped":
+        at = cols.index("frac_all_wrong") + 1 if "frac_all_wrong" in cols else len(cols)
+        cols[at:at] = [c for c in ("frac_equal_rewards", "frac_shaped_signal") if c in frame.columns]
     if "n_nan_rewards" in frame.columns and (frame["n_nan_rewards"].fillna(0) > 0).any():
         cols.insert(1, "n_nan_rewards")
     n, k = len(frame), 5
@@ -593,6 +613,7 @@ def _plots(page: Page, doc: dict, frame: pd.DataFrame, window: int) -> None:
     mass = _mean(np.abs(frame[["m_S", "m_F"]].to_numpy(dtype=float))) if {"m_S", "m_F"} <= set(frame.columns) \
         else math.nan
     mass = mass if np.isfinite(mass) and mass > 0 else 1.0     # the scale of the masses: what counts as noise
+    shaped = (doc.get("rewards") or {}).get("kind") == "shaped"
     specs: list[tuple[str, list[dict], str, float]] = [
         ("reward.png", [{"lines": [("reward_mean", "mean reward r̄"), ("solve_rate_mean", "mean solve rate p̂")],
                          "ylabel": "r̄, p̂"},
@@ -601,9 +622,11 @@ def _plots(page: Page, doc: dict, frame: pd.DataFrame, window: int) -> None:
          "Mean reward and mean solve rate (left); unbiased pass@1 and pass@G (right): pass@1 rising while pass@G "
          "stays flat is sharpening.", 10.0),
         ("zero_signal.png", [{"lines": [("frac_all_correct", "all correct (p̂ = 1)"),
-                                        ("frac_all_wrong", "all wrong (p̂ = 0)")],
+                                        ("frac_all_wrong", "all wrong (p̂ = 0)")]
+                              + ([("frac_equal_rewards", "all rewards equal (zero advantage)")] if shaped else []),
                               "ylabel": "fraction of the step's groups"}],
-         "Zero-signal groups per step.", 7.0),
+         "Zero-signal groups per step" + (": pass/fail at the threshold, and the groups whose shaped rewards all "
+                                          "equal (the trainer's zero-advantage groups)." if shaped else "."), 7.0),
         ("masses.png", [{"lines": [("m_S", "m_S: mass on successes"), ("m_F", "m_F: mass on failures")],
                          "ylabel": "mean mass per group"},
                         {"lines": [("sign_ratio", "m_S/m_F")], "ylabel": "sign ratio m_S/m_F", "log": True,
@@ -650,11 +673,27 @@ def render(doc: dict, steps_frame: pd.DataFrame | None = None) -> tuple[list[Blo
     """
     if not isinstance(doc, dict) or "steps" not in doc or "source" not in doc:
         raise ValueError("doc must be the dict returned by analysis.audit.metrics.audit")
+    from . import trainer_report
+
+    page = Page()
+    trainer = doc.get("trainer_log")
+    if not doc.get("steps") and steps_frame is None and trainer:     # a metric log alone
+        trainer_report.verdict(page, doc)
+        trainer_report.run(page, doc)
+        trainer_report.sections(page, doc)
+        return page.blocks, page.images
     frame = _steps(doc, steps_frame)
     window = rolling_window(len(frame))
-    page = Page()
-    for section in (_verdict, _run, _per_step, _by_size, _solve_rates):
+    _verdict(page, doc, frame)
+    if trainer:
+        trainer_report.verdict(page, doc, heading=False)
+    _run(page, doc, frame)
+    if trainer:
+        trainer_report.run(page, doc)
+    for section in (_per_step, _by_size, _solve_rates):
         section(page, doc, frame)
+    if trainer:
+        trainer_report.sections(page, doc)
     _what_if(page, doc, frame, window)
     _plots(page, doc, frame, window)
     return page.blocks, page.images
