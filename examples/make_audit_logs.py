@@ -199,18 +199,23 @@ def write_table(out: Path, rng: np.random.Generator) -> None:
                                                                                           index=False)
 
 
+#: the folders of ``--out`` this script writes (``examples/make_metric_logs.py`` writes the others)
+SIMULATED = ("verl", "verl_legacy", "trl", "prime-rl", "rlvr", "table")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "audit_logs"), help="folder to (re)write [examples/audit_logs]")
     args = ap.parse_args(argv)
     out = Path(args.out)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    for name in SIMULATED:          # only the folders written here: trl_run/ and verl_metrics/ are real runs
+        if (out / name).exists():
+            shutil.rmtree(out / name)
+    out.mkdir(parents=True, exist_ok=True)
     for i, write in enumerate((write_verl, write_trl, write_prime, write_rlvr, write_table)):
         write(out, np.random.default_rng([2026, i]))
-    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    print(f"wrote {sum(1 for p in out.rglob('*') if p.is_file())} files ({size / 1024:.0f} KiB) under {out}")
+    files = [p for name in SIMULATED for p in (out / name).rglob("*") if p.is_file()]
+    print(f"wrote {len(files)} files ({sum(p.stat().st_size for p in files) / 1024:.0f} KiB) under {out}")
     return 0
 
 

@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="runs/trl_grpo", help="output directory (TRL's output_dir)")
     ap.add_argument("--steps", type=int, default=20, help="optimizer steps")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--save-steps", type=int, default=0,
+                    help="save a checkpoint every N steps and OUT/trainer_state.json at the end (0: save nothing)")
     a = ap.parse_args(argv)
 
     tokenizer = build_tokenizer()
@@ -60,12 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     args = GRPOConfig(output_dir=a.out, use_cpu=True, seed=a.seed, max_steps=a.steps, learning_rate=3e-3,
                       per_device_train_batch_size=32, num_generations=8, max_completion_length=4,
                       temperature=1.0, logging_steps=1, log_completions=True, num_completions_to_print=2, report_to=[],
-                      save_strategy="no", disable_tqdm=True, bf16=False)
+                      save_strategy="steps" if a.save_steps > 0 else "no", save_steps=max(a.save_steps, 1),
+                      disable_tqdm=True, bf16=False)
     trainer = GRPOTrainer(model=tiny_model(tokenizer, a.seed), processing_class=tokenizer,
                           reward_funcs=starts_with_digit, train_dataset=Dataset.from_dict({"prompt": prompts}),
                           args=args,
                           advantage="asym_grpo", advantage_params={"delta": 0.5})  # <- the family
     trainer.train()
+    if a.save_steps > 0:
+        trainer.save_state()  # OUT/trainer_state.json (log_history of the whole run)
 
     print(f"{'step':>4} {'reward':>7} {'m_S':>8} {'m_F':>8} {'m_S/m_F':>8} {'all wrong':>9}")
     for h in trainer.state.log_history:

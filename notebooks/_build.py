@@ -248,6 +248,39 @@ for folder, extra in [("verl/rollout_data", ["--advantage", "grpo"]), ("verl_leg
     match = d["advantage"]["label"] if d["advantage"] else "-"
     print(f"{folder:18s} exit {rc}  {d['source']['format']:8s} steps {len(d['steps']):2d}  groups {d['summary']['n_groups']:3d}  "
           f"zero-signal {d['summary']['frac_all_correct'] + d['summary']['frac_all_wrong']:.2f}  logged advantage: {match}")"""),
+        ("md", """## Shaped rewards: what the trainer did, and pass/fail
+
+The TRL log above sums two reward functions, so its rewards take more than two values. The audit then
+gives two views: the trainer's (a group gets zero advantage only when its rewards all equal:
+`frac_equal_rewards`) and pass/fail at the threshold (`frac_all_wrong`, solve rates, pass@k).
+`frac_shaped_signal` counts the groups that are all-pass or all-fail yet carried a gradient:"""),
+        ("code", """doc_trl = audit.audit(trl, success_threshold=1)
+print(doc_trl["rewards"])
+{k: round(doc_trl["summary"][k], 3) for k in ("frac_all_correct", "frac_all_wrong", "frac_equal_rewards",
+                                              "frac_shaped_signal")}"""),
+        ("md", """## The trainer's own metric log
+
+`examples/audit_logs/trl_run` is a real CPU run of `examples/trl_grpo.py` (TRL's `GRPOTrainer` with the
+AsymGRPO adapter): its completions and `trainer_state.json` (in the output folder and every
+`checkpoint-N`). `read_metrics` maps TRL's names to one vocabulary (docs/metric_logs.md):"""),
+        ("code", """m = audit.read_metrics(LOGS / "trl_run")
+print(m.source["format"], [Path(p).parent.name for p in m.source["paths"]])
+m.frame[["step", "entropy", "reward_mean", "frac_zero_std", "clip_frac"]].head()"""),
+        ("md", """Cui et al.'s entropy-performance law R = -a·e^H + b is a least-squares problem in a and b; the
+ceiling -a + b is the reward the law predicts at zero entropy. `trainer_sections` fits it on all steps,
+and on the first 15 % only, judged on the rest (the honest out-of-sample error):"""),
+        ("code", """import numpy as np
+
+t = audit.trainer_sections(m)
+e = t["entropy"]
+print("all steps  ", {k: round(e["fit"][k], 4) for k in ("a", "b", "ceiling", "r2")})
+print("first 15 % ", {k: round(e["early_fit"][k], 4) for k in ("a", "b", "ceiling", "oos_rmse")})
+H, R = m.frame["entropy"].to_numpy(), m.frame["reward_mean"].to_numpy()
+np.linalg.lstsq(np.column_stack([-np.exp(H), np.ones_like(H)]), R, rcond=None)[0]   # the same a, b"""),
+        ("md", """From the command line the output folder gives both logs, joined by step; the trainer's
+`frac_reward_zero_std` is checked against the rollout log's count:"""),
+        ("code", """rc = audit_cli.main([str(LOGS / "trl_run"), "--out", str(work / "trl_run"), "--quiet"])
+Markdown((work / "trl_run" / "report.md").read_text().split("## Run")[0])"""),
     ],
 }
 

@@ -14,6 +14,14 @@ Three steps, one module each:
 * :func:`write_report` (:mod:`analysis.audit.report`): ``report.md``, self-contained
   ``report.html``, ``report.json`` and PNGs, written atomically.
 
+The trainer's own metric log (one row per step: entropy, KL, clip fractions, the
+importance-sampling ratios, ``frac_zero_std``, validation metrics) is read by
+:func:`read_metrics` (:mod:`analysis.audit.metric_logs`: TRL ``trainer_state.json``, verl's
+file logger, prime-rl, W&B exports, any step-keyed table), and :func:`trainer_sections`
+(:mod:`analysis.audit.trainer_log`) gives the report's Entropy (with Cui et al.'s
+entropy-performance fit, :func:`~analysis.audit.trainer_log.cui_fit`), mismatch, zero-signal
+cross-check and alerts.
+
 The metrics take any DataFrame with the columns ``step``, ``group``, ``reward`` (and
 ``advantage`` when the log has them), so an in-memory table works as well as a log.
 ``docs/audit.md`` explains every column with its source equation.
@@ -37,8 +45,12 @@ Examples
 ('rloo', [0, 1])
 """
 
+from .metric_logs import MetricLog, read_metrics
 from .metrics import audit, group_table, step_table, which_advantage
 from .readers import Rollouts, read
 from .report import write_report
+from .trainer_log import cui_fit
+from .trainer_log import sections as trainer_sections
 
-__all__ = ["read", "Rollouts", "group_table", "step_table", "which_advantage", "audit", "write_report"]
+__all__ = ["read", "Rollouts", "group_table", "step_table", "which_advantage", "audit", "write_report",
+           "read_metrics", "MetricLog", "trainer_sections", "cui_fit"]
