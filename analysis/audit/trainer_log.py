@@ -7,7 +7,7 @@ importance-sampling ratios, ``val/<name>``, ...).  :func:`sections` turns it int
 ``"trainer_log"`` block of ``report.json``:
 
 * **entropy** — the series, its drop, and Cui et al.'s entropy–performance law
-  (arXiv 2505.22617, Eq. 1):
+  (arXiv 2505.22617):
 
   .. math:: R = -a\\,e^{H} + b,
 
@@ -65,7 +65,7 @@ MISMATCH_COLUMNS = ("seq_is_ratio_mean", "seq_is_ratio_min", "seq_is_ratio_max",
 
 # ================================================================ Cui's law
 def cui_fit(H: Any, R: Any) -> dict[str, Any]:
-    """Least-squares fit of ``R = -a·exp(H) + b`` (Cui et al. 2025, Eq. 1).
+    """Least-squares fit of ``R = -a·exp(H) + b`` (Cui et al. 2025, arXiv 2505.22617).
 
     Parameters
     ----------

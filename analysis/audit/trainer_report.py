@@ -186,7 +186,7 @@ def _entropy(page: Page, t: dict, f: pd.DataFrame) -> None:
         return
     page.add(("h2", "Entropy"))
     page.add(("p", "The policy entropy the trainer logged (mean token entropy, nats) and Cui et al.'s entropy–"
-                   "performance law R = −a·e^H + b (arXiv 2505.22617, Eq. 1), fitted by least squares (linear in a "
+                   "performance law R = −a·e^H + b (arXiv 2505.22617), fitted by least squares (linear in a "
                    "and b); the ceiling −a + b is R at H = 0. The early fit uses the first "
                    f"{_pct(e['fraction'])} of the steps that have both values and is judged on the rest."))
     rows = [["entropy first → last (nats)", f"{_fmt(e['first'])} → {_fmt(e['last'])}"],

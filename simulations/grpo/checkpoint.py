@@ -124,6 +124,14 @@ class MetricsLog:
             if k not in self.columns:
                 self.columns.append(k)
 
+    def update_last(self, values: Mapping[str, Any]) -> None:
+        """Set ``values`` in the last row (a value known one step later); no row: nothing."""
+        if self.rows:
+            self.rows[-1].update(jsonable(dict(values)))
+            for k in values:
+                if k not in self.columns:
+                    self.columns.append(k)
+
     def load(self, max_step: int | None = None) -> None:
         """Read ``metrics.jsonl`` back, keeping rows with ``step <= max_step``."""
         path = self.run_dir / "metrics.jsonl"

@@ -53,12 +53,15 @@ from . import losses, models, tasks
 from .losses import AGGREGATIONS, DEFAULT_EPS
 
 __all__ = ["RunSettings", "SFTConfig", "GRPOConfig", "EvalConfig", "SweepConfig", "RESUMABLE_CHANGES",
-           "DEFAULT_EPS", "LATER_SETTINGS", "REWARD_LIMIT", "EVAL_FILES", "SWEEP_FILES", "check_out_dir", "read_run_settings"]
+           "DEFAULT_EPS", "LATER_SETTINGS", "OPTIMIZERS", "REWARD_LIMIT", "EVAL_FILES", "SWEEP_FILES", "check_out_dir", "read_run_settings"]
+
+#: the optimizers of the GRPO trainer (``GRPOConfig.optimizer``)
+OPTIMIZERS = ("adamw", "sgd")
 
 #: GRPO settings that may differ between a run and its resumption
 #: (``out`` too: a run directory that was moved or copied is resumed where it is now)
 RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads", "resume", "out", "overwrite",
-                     "rollout_log", "head_alignment")
+                     "rollout_log", "head_alignment", "entropy_check")
 
 #: rewards are refused beyond ±REWARD_LIMIT, and a gap R_c − R_w below 1/REWARD_LIMIT: the batch means
 #: and standard deviations of the advantages stay finite and non-zero in float64
@@ -203,7 +206,7 @@ def read_run_settings(run_dir: str | os.PathLike, cls: type | None = None) -> di
 #: them stands for (their defaults: the behaviour before they existed)
 LATER_SETTINGS = {"dynamic_sampling": False, "max_refill_rounds": 8, "drop_easiest": 0.0,
                   "filter_queries": 256, "filter_samples": 8, "mu": 0.0, "memory_lr": None, "memory_preset": None,
-                  "head_alignment": False}
+                  "head_alignment": False, "optimizer": "adamw", "entropy_check": False}
 
 #: settings that a run_config.json may lack (added after runs were first written)
 _OPTIONAL_SAVED = frozenset({"overwrite", "rollout_log", *LATER_SETTINGS})
@@ -227,8 +230,9 @@ class RunSettings:
     init: str | None = field(default=None, metadata={
         "help": "start from this local model directory (e.g. runs/sft/final) instead of --preset"})
     batch_size: int = field(default=16, metadata={"help": "prompts per step B"})
-    lr: float = field(default=3e-4, metadata={"help": "AdamW learning rate"})
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
+    lr: float = field(default=3e-4, metadata={"help": "learning rate (AdamW; grpo: of --optimizer)"})
+    weight_decay: float = field(default=0.0, metadata={
+        "help": "weight decay (AdamW: decoupled; grpo --optimizer sgd: an L2 term in the gradient)"})
     warmup_steps: int = field(default=0, metadata={"help": "linear learning-rate warm-up (optimizer steps)"})
     max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping (global norm)"})
     seed: int = field(default=0, metadata={"help": "seed of every random draw"})
@@ -266,11 +270,13 @@ class RunSettings:
                              "which --overwrite would replace")
 
     def _check_memory(self, task: tasks.Task, *, sequences: int, new_tokens: int, train_rows: int,
-                      reference: bool, what: str, memory_preset: str | None = None) -> None:
+                      reference: bool, what: str, memory_preset: str | None = None,
+                      entropy_check: bool = False) -> None:
         """Refuse a run whose model and batches cannot fit (:func:`rlvr_plumbing.runtime.check_memory`),
         estimated from the settings by :func:`simulations.grpo.models.memory_needed` (plus, with
         ``memory_preset``, the memory model of distribution-level calibration: its weights, AdamW
-        state, sampling and one training pass over the same rows)."""
+        state, sampling and one training pass over the same rows; with ``entropy_check``, the
+        float64 copy of the policy: its weights and gradients and one pass over the rows)."""
         from .tokenizer import build_tokenizer
 
         vocab = None if self.init is not None else len(build_tokenizer(task.alphabet))
@@ -282,6 +288,9 @@ class RunSettings:
             mem_shape = models.model_shape(preset=memory_preset, vocab_size=shape["vocab"])
             need += models.memory_needed(mem_shape, sequences=sequences, seq_len=seq_len, train_rows=train_rows,
                                          optimizer=True)
+        if entropy_check:
+            need += models.memory_needed(shape, sequences=0, seq_len=seq_len, train_rows=train_rows,
+                                         bytes_per=8) + 8 * shape["params"]
         check_memory(need, f"{what} ({sequences:,} sequences of up to {seq_len} tokens, a model of "
                            f"{shape['params']:,} parameters)", device=resolve_device(self.device))
 
@@ -392,6 +401,14 @@ class GRPOConfig(RunSettings):
     head_alignment: bool = field(default=True, metadata={
         "help": "log head_grad_cos and head_grad_u_cos, the alignment of successive output-head gradients "
                 "(FADE Cor. 15.3; --no-head-alignment: don't, e.g. for a large vocabulary)"})
+    optimizer: str = field(default="adamw", metadata={
+        "help": "the policy's optimizer: adamw, or sgd (plain SGD: no momentum, Δθ = −lr·clipped gradient)",
+        "choices": OPTIMIZERS})
+    entropy_check: bool = field(default=False, metadata={
+        "help": "log the exact first-order entropy change of each step, ⟨∇_θ H, Δθ⟩ with Δθ the step's actual "
+                "update, beside the change measured on the same batch after it (H: mean token entropy of the "
+                "step's responses; computed on a float64 copy of the policy: one more forward and backward pass "
+                "before the update, one forward pass after it)"})
     checkpoint_every: int = field(default=50, metadata={"help": "save a checkpoint every k steps (and at the end)"})
     log_every: int = field(default=10, metadata={"help": "rewrite the metrics files every k steps"})
     resume: bool = field(default=False, metadata={
@@ -438,12 +455,15 @@ class GRPOConfig(RunSettings):
                                                     memory_preset=self.memory_preset, presets=models.PRESETS)
         if not isinstance(self.head_alignment, bool):
             raise ValueError(f"head_alignment must be True or False, got {self.head_alignment!r}")
+        checks.choice("optimizer", self.optimizer, OPTIMIZERS)
+        if not isinstance(self.entropy_check, bool):
+            raise ValueError(f"entropy_check must be True or False, got {self.entropy_check!r}")
         self._validate_common(resume=self.resume)
         n = self.batch_size * self.group_size
         self._check_memory(task, sequences=n, new_tokens=self.max_new_tokens or task.max_answer_len() + 2,
                            train_rows=n, reference=self.kl_coef > 0 or self.log_kl,
                            memory_preset=(self.memory_preset or next(iter(models.PRESETS))) if self.mu > 0 else None,
-                           what=f"the GRPO run (--batch-size {self.batch_size} x --group-size {self.group_size})")
+                           entropy_check=self.entropy_check, what=f"the GRPO run (--batch-size {self.batch_size} x --group-size {self.group_size})")
         return task, adv
 
     def make_policy(self, H0: float | None = None) -> Policy:

@@ -213,13 +213,15 @@ SEQUENCE_LOSSES = tuple(n for n in LOSSES if get_policy_loss(n).sequence)
 
 
 class LossStats(NamedTuple):
-    """Diagnostics of one loss evaluation (floats, detached)."""
+    """Diagnostics of one loss evaluation (floats, detached), and ``clipped``: the bool map
+    ``[N, T]`` of the masked tokens where a clip was engaged (low or high; detached)."""
 
     pg_loss: float
     kl: float
     entropy: float
     clip_frac_low: float
     clip_frac_high: float
+    clipped: torch.Tensor | None = None
 
 
 def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, *,
@@ -361,5 +363,5 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
     m = mask.bool()
     denom = max(int(m.sum()), 1)
     stats = LossStats(float(pg.detach()), kl_val, ent_val,
-                      float((low & m).sum()) / denom, float((high & m).sum()) / denom)
+                      float((low & m).sum()) / denom, float((high & m).sum()) / denom, ((low | high) & m).detach())
     return total, stats

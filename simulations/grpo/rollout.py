@@ -201,12 +201,13 @@ def sample(model: Any, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, m
 def token_logprobs(model: Any, rollouts: Rollouts, *, temperature: float = 1.0,
                    with_entropy: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(logp, entropy)``, each ``[N, T]``: log-prob of each sampled response token and the
-    entropy of its next-token distribution, both at ``temperature`` (float32; zero where
-    ``response_mask`` is 0 is *not* enforced — callers mask)."""
+    entropy of its next-token distribution, both at ``temperature`` (float32; float64 for a
+    float64 model; zero where ``response_mask`` is 0 is *not* enforced — callers mask)."""
     ids, mask, pos = rollouts.full()
     P = rollouts.prompt_ids.shape[1]
     logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).logits
-    logits = logits[:, P - 1: -1].float() / temperature
+    logits = logits[:, P - 1: -1]
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, rollouts.response_ids[..., None]).squeeze(-1)
     ent = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None

@@ -24,8 +24,9 @@ One step (FADE Alg. 1-2; F-GRPO Sec. 2.2):
    every group from :func:`rlvr_theory.masses.of_group`;
 5. ``μ`` epochs over ``minibatches`` shuffled minibatches: the loss of :mod:`.losses`
    (PPO-clip / CISPO / GRPO-N, one of four aggregations, optional KL and entropy terms),
-   AdamW with linear warm-up, gradient clipping;
-6. metrics to ``metrics.jsonl`` / ``metrics.csv``; every rollout's prompt, group, rollout
+   AdamW (or plain SGD: ``optimizer="sgd"``) with linear warm-up, gradient clipping;
+6. metrics to ``metrics.jsonl`` / ``metrics.csv``, among them the token-level entropy diagnostics
+   (:data:`TOKEN_ENTROPY_COLUMNS`, below); every rollout's prompt, group, rollout
    number, reward, advantage and length to ``rollouts/step_{step:06d}.parquet`` (unless
    ``rollout_log=False``; read by ``rlvr-audit``, :func:`analysis.audit.readers.read`); every ``checkpoint_every`` steps (and at
    the end) ``checkpoint-{step:06d}/`` with the model (``save_pretrained``, safetensors),
@@ -60,6 +61,21 @@ cosine of the two flattened gradients and the absolute cosine of their leading r
 vectors (empty at the first step, after a resume from a checkpoint without ``g_{t−1}``, and when a
 gradient is zero).  ``g_{t−1}`` is saved with each checkpoint.
 
+Token-level entropy diagnostics (every step; ``docs/token_entropy.md``):
+:func:`analysis.token_entropy.token_diagnostics` of the step's response tokens — the old
+log-probabilities and token entropies of step 3 (no forward pass of its own), the float64
+advantages, the tokens whose clip was engaged in any of the step's passes, and the sum of the
+learning rates of the step's optimizer steps: Cui et al.'s ``Ĉov(log π, A)`` and its parts,
+FADE's drift, both predicted entropy changes, the reach of Clip-Cov and KL-Cov at verl's
+defaults.  The change measured to the next step's ``entropy`` and the running correlations of
+the predictions with it (:class:`analysis.token_entropy.EntropyChangeTracker`, saved in
+``trainer_state.json``) are written into a step's row when the next step is logged
+(:data:`NEXT_STEP_COLUMNS`).  With ``entropy_check`` (off by default) a float64 copy of the policy
+gives the exact first-order change ``⟨∇_θ H, Δθ⟩`` of the step's actual update (``H`` the mean
+token entropy of the step's responses) and the change ``H(θ + Δθ) − H(θ)`` on the same batch
+(:data:`ENTROPY_CHECK_COLUMNS`; one forward and backward pass before the update, one forward pass
+after it); training is unchanged.
+
 ``resume=True`` restarts from the last complete checkpoint of ``out``: model, optimizer,
 learning-rate schedule, the numpy and torch generators, the advantage Policy's state (also
 from a checkpoint written before the trainer held a Policy: ``schedule_kwargs`` and
@@ -73,7 +89,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +97,7 @@ import numpy as np
 import torch
 
 from analysis.spectra import successive_alignment
+from analysis.token_entropy import EntropyChangeTracker, token_diagnostics
 from rlvr_plumbing.io import atomic_dir
 from rlvr_plumbing.runtime import resolve_device, run_metadata
 from rlvr_theory import masses as _masses
@@ -95,14 +112,30 @@ from .memory import MemoryModel
 
 __all__ = ["GRPOConfig", "StepRecord", "train", "METRIC_COLUMNS", "RESUMABLE_CHANGES", "ROLLOUT_DIR",
            "rollout_log_name", "write_rollout_log", "estimate_solve_rates", "easiest", "has_signal",
-           "QUERY_FILTER_FILE", "HEAD_ALIGNMENT_COLUMNS", "MEMORY_COLUMNS", "DYNAMIC_SAMPLING_COLUMNS"]
+           "QUERY_FILTER_FILE", "HEAD_ALIGNMENT_COLUMNS", "MEMORY_COLUMNS", "DYNAMIC_SAMPLING_COLUMNS",
+           "TOKEN_ENTROPY_COLUMNS", "NEXT_STEP_COLUMNS", "ENTROPY_CHECK_COLUMNS"]
 
+#: every step: the token-level entropy diagnostics of :func:`analysis.token_entropy.token_diagnostics`
+#: (Cui et al.'s Ĉov(log π, A) and its parts, FADE's drift, both predictions with the step's learning
+#: rate, the reach of Clip-Cov and KL-Cov at verl's defaults), then the change measured to the next
+#: step's entropy and the running correlations of the predictions with it (filled one step later)
+TOKEN_ENTROPY_COLUMNS = ("cov_logp_adv", "cov_logp_adv_pos", "cov_logp_adv_neg", "cov_logp_adv_zero",
+                         "cov_logp_adv_clipped", "cov_logp_adv_unclipped", "adv_token_mean", "entropy_drift_fade",
+                         "entropy_change_pred_fade", "entropy_change_pred_cui", "clip_cov_band_frac", "clip_cov_frac",
+                         "clip_cov_band_share", "kl_cov_frac", "kl_cov_threshold", "kl_cov_share",
+                         "entropy_change_measured", "entropy_pred_corr_cui", "entropy_pred_corr_fade")
+#: the columns of a step's row filled when the next step is logged (``None`` in the last row)
+NEXT_STEP_COLUMNS = ("entropy_change_measured", "entropy_pred_corr_cui", "entropy_pred_corr_fade")
+#: columns added with ``entropy_check``: ⟨∇_θ H, Δθ⟩ of the step's update and H(θ + Δθ) − H(θ) on the same batch
+ENTROPY_CHECK_COLUMNS = ("entropy_change_first_order", "entropy_change_same_batch")
 #: the per-step columns of metrics.jsonl / metrics.csv, in order (more follow)
 METRIC_COLUMNS = ("step", "reward_mean", "solve_rate", "frac_all_correct", "frac_all_wrong", "m_S", "m_F",
                   "entropy", "clip_frac_low", "clip_frac_high", "kl", "grad_norm", "head_delta_norm",
                   "response_len_mean", "step_time", "tokens_per_s", "alpha", "delta",
                   "m_ratio", "entropy_nll", "loss", "pg_loss", "lr", "adv_abs_mean", "rollout_time",
-                  "head_grad_cos", "head_grad_u_cos")
+                  *TOKEN_ENTROPY_COLUMNS, "head_grad_cos", "head_grad_u_cos")
+#: the predictions whose correlation with the measured entropy change is tracked
+_PREDICTIONS = ("cui", "fade")
 #: with ``head_alignment`` (default): FADE Cor. 15.3's alignment of successive output-head gradients
 HEAD_ALIGNMENT_COLUMNS = ("head_grad_cos", "head_grad_u_cos")
 #: columns added with ``mu > 0``: the memory model's cross-entropy on the step's rollouts (before its update)
@@ -348,6 +381,9 @@ class _Run:
     log: ck.MetricsLog
     prev_head_grad: torch.Tensor | None = None
     step: int = 0                       # the step being run (named if the run diverges)
+    check_model: Any = None             # entropy_check: the float64 copy of the policy
+    entropy_trackers: dict[str, EntropyChangeTracker] = field(
+        default_factory=lambda: {name: EntropyChangeTracker() for name in _PREDICTIONS})
 
     @property
     def single_pass(self) -> bool:
@@ -376,6 +412,7 @@ class _LogProbs:
     cur_ent: torch.Tensor | None
     entropy: float                      # mean token entropy
     entropy_nll: float                  # FADE Alg. 2 line 4: mean over responses of the mean −log π
+    ent_tok: torch.Tensor | None = None  # [B·G, T] token entropies, no gradient
 
 
 @dataclass
@@ -396,7 +433,8 @@ class _Update:
     stats: list[Any]
     grad_norms: list[float]
     losses: list[float]
-    extra_row: dict[str, Any]           # memory_loss, head_grad_cos, head_grad_u_cos
+    extra_row: dict[str, Any]           # memory_loss, head_grad_cos, head_grad_u_cos, the entropy check
+    token_row: dict[str, Any]           # TOKEN_ENTROPY_COLUMNS (NEXT_STEP_COLUMNS: None until the next step)
 
 
 def _train(cfg: GRPOConfig, task: tasks.Task, callback: Callable[[StepRecord], None] | None) -> Path:
@@ -479,13 +517,16 @@ def _setup(cfg: GRPOConfig, task: tasks.Task) -> tuple[_Run, tuple[int, Path] | 
     model, tok = models.prepare_policy(task, init=cfg.init, preset=cfg.preset, seed=cfg.seed, device=dev)
     resume_from = _prepare_out(cfg, out)  # after loading --init: a bad model leaves no directory
     ref = copy.deepcopy(model).eval().requires_grad_(False) if cfg.kl_coef > 0 or cfg.log_kl else None
+    # the exact entropy check's float64 copy (before any hook is put on the policy)
+    check_model = copy.deepcopy(model).double().eval() if cfg.entropy_check else None
     head0 = models.output_head(model).detach().clone()
     # FADE Cor. 15.3: the output head's gradient of each step (after the reference copy: no hook on it)
     head_grad = models.HeadGradient(model) if cfg.head_alignment else None
     # the filtering baseline's training set, from the initial policy (before a resumed state is loaded)
     train_set, query_filter = _training_set(cfg, task, model, tok, max_new, dev) if cfg.drop_easiest > 0 \
         else (None, None)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = (torch.optim.SGD(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay) if cfg.optimizer == "sgd"
+           else torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay))
     # distribution-level calibration: the memory model f_φ (Over-Sharpening Alg. 1 lines 4-6, 21-22)
     memory = MemoryModel(model, tok, preset=cfg.memory_preset or next(iter(models.PRESETS)),
                          lr=cfg.lr if cfg.memory_lr is None else cfg.memory_lr, weight_decay=cfg.weight_decay,
@@ -499,7 +540,7 @@ def _setup(cfg: GRPOConfig, task: tasks.Task) -> tuple[_Run, tuple[int, Path] | 
     policy = cfg.make_policy() if cfg.schedule is None else None
     log = ck.MetricsLog(out, [c for c in METRIC_COLUMNS if cfg.head_alignment or c not in HEAD_ALIGNMENT_COLUMNS])
     run = _Run(cfg, task, out, out, dev, max_new, model, tok, ref, head0, head_grad, train_set, query_filter,
-               opt, lr_sched, memory, np_rng, gen, policy, log)
+               opt, lr_sched, memory, np_rng, gen, policy, log, check_model=check_model)
     if cfg.resume:
         _start_files(run, out)  # a preset's initial model if it is missing; the query filter (the same set)
     return run, resume_from
@@ -543,6 +584,7 @@ def _resume(run: _Run, start: int, path: Path) -> int:
         raise ValueError(f"resume: the trainer state in {str(path)!r} (trainer_state.json / trainer_state.pt) "
                          f"is unreadable or incomplete ({type(err).__name__}: {_first_line(err)})") from None
     run.log.load(max_step=start)
+    _restore_trackers(run, state)
     _drop_rollout_logs_after(run.out, start)
     if len(run.log) != start:
         raise ValueError(f"resume: metrics.jsonl in {str(run.out)!r} has {len(run.log)} rows up to step {start}, "
@@ -632,7 +674,7 @@ def old_logprobs(run: _Run, batch: _Batch) -> _LogProbs:
     entropy = float((ent_tok * mask).sum() / mask.sum())
     # FADE Alg. 2 line 4: H_t = (1/|B|) Σ_i (1/T_i) Σ_t −log π(a_t)
     entropy_nll = float(((-old_logp * mask).sum(-1) / mask.sum(-1)).mean())
-    return _LogProbs(old_logp, ref_logp, cur_logp, cur_ent, entropy, entropy_nll)
+    return _LogProbs(old_logp, ref_logp, cur_logp, cur_ent, entropy, entropy_nll, ent_tok)
 
 
 def score(run: _Run, batch: _Batch, lp: _LogProbs, step: int) -> _Scores:
@@ -656,15 +698,19 @@ def score(run: _Run, batch: _Batch, lp: _LogProbs, step: int) -> _Scores:
 
 def update(run: _Run, batch: _Batch, lp: _LogProbs, scores: _Scores) -> _Update:
     """Step 5: ``μ`` epochs over ``minibatches`` shuffled minibatches (loss, backward, gradient
-    clipping, AdamW, learning-rate schedule); then the memory model's step and the alignment of
-    successive output-head gradients."""
+    clipping, the optimizer, learning-rate schedule); then the token-level entropy diagnostics
+    (:func:`_token_row`), the exact entropy check (``entropy_check``), the memory model's step and
+    the alignment of successive output-head gradients."""
     cfg, model, dev = run.cfg, run.model, run.dev
     eps_low, eps_high = cfg.eps
     adv_t = torch.as_tensor(scores.A.reshape(-1), dtype=torch.float32, device=dev)
+    check = _entropy_check_start(run, batch) if run.check_model is not None else None
     model.train()
     n_rows = cfg.batch_size * cfg.group_size
     mb = n_rows // cfg.minibatches
     stats, grad_norms, losses = [], [], []
+    clipped = torch.zeros(batch.ro.response_mask.shape, dtype=torch.bool, device=dev)  # engaged in any pass
+    lr_sum = 0.0                        # the step's learning rate: the sum over its optimizer steps
     for _epoch in range(cfg.ppo_epochs):
         order = torch.randperm(n_rows, generator=run.gen, device=dev) if cfg.minibatches > 1 \
             else torch.arange(n_rows, device=dev)
@@ -688,19 +734,111 @@ def update(run: _Run, batch: _Batch, lp: _LogProbs, scores: _Scores) -> _Update:
                 run.head_grad.after_backward()  # the raw gradient, before clipping
             grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
             grad_norms.append(_finite_or_stop(grad_norm, "the gradient norm"))
+            lr_sum += float(run.opt.param_groups[0]["lr"])
             run.opt.step()
             run.lr_sched.step()
-            stats.append(st)
+            clipped[idx] = clipped[idx] | st.clipped
+            stats.append(st._replace(clipped=None))
             losses.append(loss_value)
     bad = models.first_non_finite(model)
     if bad is not None:
         raise _Diverged(f"weight {bad!r} is not finite after the update")
+    token_row = _token_row(run, batch, lp, scores, clipped, lr_sum)
     extra_row: dict[str, Any] = {}
+    if check is not None:
+        extra_row.update(_entropy_check_end(run, batch, check))
     if run.memory is not None:  # Alg. 1 line 22: the memory learns the step's sampled responses
         extra_row["memory_loss"] = _finite_or_stop(run.memory.update(batch.ro), "the memory model's loss")
     if run.head_grad is not None:  # FADE Cor. 15.3: alignment of g_{t-1} and g_t
         extra_row.update(_head_alignment(run))
-    return _Update(stats, grad_norms, losses, extra_row)
+    return _Update(stats, grad_norms, losses, extra_row, token_row)
+
+
+def _nan_none(value: float) -> float | None:
+    """``None`` for NaN (an undefined ratio or correlation), else the value."""
+    return None if np.isnan(value) else value
+
+
+def _token_row(run: _Run, batch: _Batch, lp: _LogProbs, scores: _Scores, clipped: torch.Tensor,
+               lr: float) -> dict[str, Any]:
+    """:func:`analysis.token_entropy.token_diagnostics` of the step's response tokens: the old
+    log-probabilities and token entropies of step 3 (no forward pass of its own), the float64
+    advantages, the tokens whose clip was engaged in any of the step's passes, and ``lr`` the
+    sum of the learning rates of the step's optimizer steps.  The shares are ``None`` when the
+    covariance is 0 (e.g. a batch without signal); the columns known one step later ``None``."""
+    adv = torch.as_tensor(scores.A.reshape(-1), dtype=torch.float64, device=run.dev)
+    d = token_diagnostics(lp.old_logp, adv, batch.ro.response_mask, entropy=lp.ent_tok, clipped=clipped, lr=lr)
+    row: dict[str, Any] = {k: d.get(k) for k in TOKEN_ENTROPY_COLUMNS}
+    for k in ("clip_cov_band_share", "kl_cov_share"):
+        row[k] = _nan_none(row[k])
+    return row
+
+
+def _batch_entropy(model: Any, ro: rollout.Rollouts, temperature: float) -> torch.Tensor:
+    """``H``: the mean token entropy over the response tokens of ``ro`` (a scalar tensor)."""
+    _, ent = rollout.token_logprobs(model, ro, temperature=temperature)
+    mask = ro.response_mask.to(ent.dtype)
+    return (ent * mask).sum() / mask.sum()
+
+
+@dataclass
+class _EntropyCheck:
+    """``entropy_check`` before the update: ``H(θ)`` on the step's batch and ``∇_θ H`` (float64)."""
+
+    H0: float
+    grads: dict[str, torch.Tensor | None]
+
+
+def _entropy_check_start(run: _Run, batch: _Batch) -> _EntropyCheck:
+    """Load ``θ`` into the float64 copy (eval mode: no dropout), ``H(θ)`` and its gradient."""
+    m64 = run.check_model
+    m64.load_state_dict(run.model.state_dict())
+    params = dict(m64.named_parameters())
+    H0 = _batch_entropy(m64, batch.ro, run.cfg.temperature)
+    grads = torch.autograd.grad(H0, list(params.values()), allow_unused=True)
+    return _EntropyCheck(float(H0.detach()), dict(zip(params, grads)))
+
+
+def _entropy_check_end(run: _Run, batch: _Batch, check: _EntropyCheck) -> dict[str, float]:
+    """``entropy_change_first_order = ⟨∇_θ H(θ), Δθ⟩`` with ``Δθ`` the actual update of every
+    parameter (float64 differences of the float32 weights: exact), and
+    ``entropy_change_same_batch = H(θ + Δθ) − H(θ)`` on the same batch (one forward pass)."""
+    m64, new = run.check_model, dict(run.model.named_parameters())
+    with torch.no_grad():
+        first = torch.zeros((), dtype=torch.float64, device=run.dev)
+        for name, p in m64.named_parameters():      # p still holds θ
+            g = check.grads[name]
+            if g is not None:
+                first = first + (g * (new[name].detach().to(torch.float64) - p)).sum()
+        m64.load_state_dict(run.model.state_dict())
+        H1 = float(_batch_entropy(m64, batch.ro, run.cfg.temperature))
+    return {"entropy_change_first_order": float(first), "entropy_change_same_batch": H1 - check.H0}
+
+
+def _track_entropy_change(run: _Run, entropy: float, token_row: dict[str, Any]) -> None:
+    """Feed this step's entropy and predictions to the trackers; the change measured since the
+    last step (``H_t − H_{t−1}``) and the running correlations go into the last row (step ``t − 1``)."""
+    back: dict[str, Any] = {}
+    for name, tracker in run.entropy_trackers.items():
+        measured = float(tracker.update([entropy], [token_row[f"entropy_change_pred_{name}"]])[0])
+        back["entropy_change_measured"] = _nan_none(measured)
+        back[f"entropy_pred_corr_{name}"] = _nan_none(tracker.correlation)
+    if back["entropy_change_measured"] is not None:
+        run.log.update_last(back)
+
+
+def _restore_trackers(run: _Run, state: dict[str, Any]) -> None:
+    """The entropy trackers of a resumed run: from ``trainer_state.json``, or (a checkpoint written
+    before they existed) rebuilt from the metrics rows read back."""
+    saved = state.get("entropy_trackers") or {}
+
+    def column(key: str) -> np.ndarray:
+        return np.array([np.nan if r.get(key) is None else r[key] for r in run.log.rows], float)
+    for name, tracker in run.entropy_trackers.items():
+        if name in saved:
+            tracker.load_state_dict(saved[name])
+        else:
+            tracker.update(column("entropy"), column(f"entropy_change_pred_{name}"))
 
 
 def _head_alignment(run: _Run) -> dict[str, float | None]:
@@ -745,11 +883,12 @@ def log_step(run: _Run, step: int, batch: _Batch, lp: _LogProbs, scores: _Scores
         "m_ratio": m_S / m_F if m_F != 0 else None, "entropy_nll": lp.entropy_nll,
         "loss": float(np.mean(upd.losses)), "pg_loss": float(np.mean([s.pg_loss for s in stats])),
         "lr": run.lr_sched.get_last_lr()[0], "adv_abs_mean": float(np.abs(scores.A).mean()),
-        "rollout_time": batch.rollout_time, **batch.sampling_row, **upd.extra_row,
+        "rollout_time": batch.rollout_time, **upd.token_row, **batch.sampling_row, **upd.extra_row,
     }
     for key, value in row.items():
         if isinstance(value, float):
             _finite_or_stop(value, key)
+    _track_entropy_change(run, lp.entropy, upd.token_row)   # fills the last row's measured change
     run.log.append(row)
     if cfg.rollout_log:
         write_rollout_log(run.run_dir, step, [p.prompt for p in batch.problems], rewards, scores.A, lengths)
@@ -769,6 +908,7 @@ def save_checkpoint(run: _Run, step: int) -> None:
     state = {"step": step, "rng": {"numpy": rng["numpy"]}, "config": cfg.to_json(), "schedule": cfg.schedule,
              "policy": policy.state_dict() if policy is not None else {},
              "policy_H0": policy.H0 if policy is not None else None,
+             "entropy_trackers": {name: tr.state_dict() for name, tr in run.entropy_trackers.items()},
              "base": str(Path(cfg.init) if cfg.init else run.out / "init")}  # the name the run knows it by
     blobs = {"optimizer": run.opt.state_dict(), "lr_scheduler": run.lr_sched.state_dict(),
              "torch_generator": rng["torch_generator"], "torch_cpu": rng["torch_cpu"]}
