@@ -30,7 +30,11 @@ dropped right after each file is parsed.  One reader per format (:data:`FORMATS`
 :func:`detect_format` tells the format file by file and refuses paths that mix formats.  A file
 that does not match its format is refused (``ValueError`` naming the file, the line or row, and
 the missing column).  Files are read one at a time, keeping only the canonical columns, so that
-a run of millions of rollouts fits in memory (``benchmarks/bench_audit.py``).
+a run of millions of rollouts fits in memory (``benchmarks/bench_audit.py``).  verl dumps are
+scanned by polars (``scan_ndjson``, projected on ``score``, the uid and ``step``: the prompts and
+completions are parsed, never brought out; two files at a time); a file that the engine would
+not read exactly as the line-by-line reader does (a value of another type, a null, a line that
+is not JSON: :func:`_verl_scan`) is read by that reader, whose messages name the line.
 
 Examples
 --------
@@ -189,8 +193,10 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
     ctx = _Context(fmt=fmt, split=split, skip_bad_lines=skip_bad_lines, lo=lo, hi=hi)
     if fmt == "trl":
         _read_trl(files, ctx, group_size=group_size, reward_column=reward_column)
+    elif fmt == "verl":
+        _read_verl_files(files, ctx)
     else:
-        reader = {"verl": _read_verl, "prime-rl": _read_prime, "rlvr": _read_rlvr, "table": _read_table}[fmt]
+        reader = {"prime-rl": _read_prime, "rlvr": _read_rlvr, "table": _read_table}[fmt]
         for f in files:
             reader(f, ctx)
     return ctx.finish(files, group_size=group_size)
@@ -620,6 +626,49 @@ def suspect_read(rollouts: Rollouts) -> list[str]:
 
 
 # ============================================================== accumulating files
+#: the dtypes of the columns of :attr:`Rollouts.frame` while they are assembled (``split``: is "val")
+_DTYPES = {"step": np.int64, "group": np.int64, "reward": np.float64, "advantage": np.float64,
+           "length": np.float64, "split": bool}
+#: rows of the blocks that :class:`_Parts` gathers small parts into (8-byte columns: 32 MiB, memory
+#: that the allocator maps apart and gives back whole when the block is freed)
+_BLOCK_ROWS = 1 << 22
+
+
+class _Parts:
+    """One column's parts, in order: arrays, or ``(value, n)`` for a constant run.  Consecutive
+    small arrays (one per file) are gathered into blocks of :data:`_BLOCK_ROWS` rows, so that
+    the memory of the small ones is reused for the next files, and a block's memory goes back
+    to the system when :func:`_assemble` has copied it into the column."""
+
+    def __init__(self, dtype: Any):
+        self.dtype = dtype
+        self.items: list = []
+        self._small: list[np.ndarray] = []
+        self._n_small = 0
+
+    def append(self, part: Any) -> None:
+        if isinstance(part, tuple):
+            self._gather()
+            self.items.append(part)
+            return
+        self._small.append(np.asarray(part, dtype=self.dtype))
+        self._n_small += len(part)
+        if self._n_small >= _BLOCK_ROWS:
+            self._gather()
+
+    def _gather(self) -> None:
+        if len(self._small) == 1:
+            self.items.append(self._small[0])
+        elif self._small:
+            self.items.append(np.concatenate(self._small))
+        self._small, self._n_small = [], 0
+
+    @property
+    def items_done(self) -> list:
+        self._gather()
+        return self.items
+
+
 @dataclass
 class _Context:
     """What the readers have read so far: the canonical columns of every file, and the map
@@ -630,7 +679,7 @@ class _Context:
     skip_bad_lines: bool
     lo: int | None
     hi: int | None
-    parts: dict[str, list[np.ndarray]] = field(default_factory=lambda: {c: [] for c in COLUMNS})
+    parts: dict[str, _Parts] = field(default_factory=lambda: {c: _Parts(_DTYPES[c]) for c in COLUMNS})
     keys: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: {"n_padding_rows_dropped": 0,
@@ -651,19 +700,36 @@ class _Context:
         """Add one file's rows: ``key`` are group keys (any hashable values, or a pyarrow
         array), unique within a step."""
         step = np.asarray(step, dtype=np.int64)
-        n = len(step)
-        reward = np.asarray(reward, dtype=np.float64)
-        keep = None
-        if self.lo is not None or self.hi is not None:
-            keep = np.ones(n, bool)
-            if self.lo is not None:
-                keep &= step >= self.lo
-            if self.hi is not None:
-                keep &= step <= self.hi
-        if n == 0 or (keep is not None and not keep.any()):
+        keep = self._in_steps(step)
+        if len(step) == 0 or (keep is not None and not keep.any()):
             return
         codes, uniques = _factorize(key)
-        hashes = _hash_keys(uniques)
+        self.add_coded(step, codes, _hash_keys(uniques), reward, advantage=advantage, length=length, split=split,
+                       keep=keep)
+
+    def _in_steps(self, step: np.ndarray) -> np.ndarray | None:
+        """The rows in the steps read (``None``: all of them, no bound was given)."""
+        if self.lo is None and self.hi is None:
+            return None
+        keep = np.ones(len(step), bool)
+        if self.lo is not None:
+            keep &= step >= self.lo
+        if self.hi is not None:
+            keep &= step <= self.hi
+        return keep
+
+    def add_coded(self, step: np.ndarray, codes: np.ndarray, hashes: np.ndarray, reward: np.ndarray, *,
+                  advantage: np.ndarray | None = None, length: np.ndarray | None = None,
+                  split: str | np.ndarray = "train", keep: Any = False) -> None:
+        """:meth:`add` with the keys already numbered: ``codes`` (int64, first-appearance order)
+        index ``hashes``, the 64-bit hashes of the distinct keys (:func:`_hash_keys`)."""
+        step = np.asarray(step, dtype=np.int64)
+        n = len(step)
+        reward = np.asarray(reward, dtype=np.float64)
+        if keep is False:  # not computed by the caller
+            keep = self._in_steps(step)
+        if n == 0 or (keep is not None and not keep.any()):
+            return
         if keep is not None and not keep.all():
             step, codes, reward = step[keep], codes[keep], reward[keep]
             advantage = None if advantage is None else np.asarray(advantage)[keep]
@@ -674,7 +740,7 @@ class _Context:
         if one_step:  # one step (the usual file)
             group = self._number(int(step[0]), hashes)[codes]
         else:  # several steps in one file: number the (step, key) pairs, step by step
-            nk = max(len(uniques), 1)
+            nk = max(len(hashes), 1)
             scodes, suniq = pd.factorize(step)
             pcodes, puniq = pd.factorize(scodes.astype(np.int64) * nk + codes)
             lut = np.empty(len(puniq), np.int64)
@@ -710,9 +776,8 @@ class _Context:
         return out
 
     def finish(self, files: list[LogFile], *, group_size: int | None) -> Rollouts:
-        dtypes = {"step": np.int64, "group": np.int64, "reward": np.float64, "advantage": np.float64,
-                  "length": np.float64, "split": bool}
-        cols = {c: _assemble(self.parts[c], dtypes[c]) for c in COLUMNS}
+        dtypes = _DTYPES
+        cols = {c: _assemble(self.parts[c].items_done, dtypes[c]) for c in COLUMNS}
         step, group = cols["step"], cols["group"]
         if len(step) and not _sorted(step, group):
             order = np.lexsort((group, step))  # stable: the log's order within a group
@@ -755,19 +820,40 @@ def _split_column(is_val: np.ndarray) -> pd.Series:
     object per row."""
     import pyarrow as pa
 
-    codes = pa.array(is_val.astype(np.int8))
-    arr = pa.DictionaryArray.from_arrays(codes, pa.array(["train", "val"])).cast(pa.string())
+    n = len(is_val)
+    if n and (is_val[0] == is_val).all():  # one label (the usual read): chunks that share one buffer
+        size = min(n, 1 << 20)
+        chunk = pa.array(["val" if is_val[0] else "train"] * size, pa.large_string())  # pandas' own type
+        full, rest = divmod(n, size)
+        arr = pa.chunked_array([chunk] * full + ([chunk.slice(0, rest)] if rest else []), pa.large_string())
+    else:
+        codes = pa.array(is_val.astype(np.int8))
+        arr = pa.DictionaryArray.from_arrays(codes, pa.array(["train", "val"])).cast(pa.string())
     return pd.Series(pd.array(arr, dtype=pd.StringDtype("pyarrow", na_value=np.nan)), copy=False)
 
 
 def _hash_keys(uniques: list) -> np.ndarray:
-    """64-bit hashes of group keys (distinct keys of one step collide with probability ~n²/2⁶⁴)."""
+    """64-bit hashes of group keys (distinct keys of one step collide with probability ~n²/2⁶⁴):
+    integers by pandas, any other key as its text by the engine (:func:`_hash_text`)."""
     if not len(uniques):
         return np.empty(0, np.uint64)
     arr = np.asarray(uniques)
-    if arr.dtype.kind not in "iu":
-        arr = np.asarray([str(u) if not isinstance(u, str) else u for u in uniques], dtype=object)
-    return pd.util.hash_array(arr)
+    if arr.dtype.kind in "iu":
+        return pd.util.hash_array(arr)
+    return _hash_text([str(u) if not isinstance(u, str) else u for u in uniques])
+
+
+def _hash_text(values: Any) -> np.ndarray:
+    """The engine's 64-bit hash (polars' ``hash``, seed :data:`_HASH_SEED`) of each string of
+    ``values``: the hash that :func:`_verl_scan` gives the keys it never brings out.  Without
+    polars (an environment that installed the package without its dependencies, such as the
+    adapters' test environments) the engine path is off too (:func:`_engine_ok`), so pandas'
+    hash serves every file of the read alike."""
+    if not _engine_ok():
+        return pd.util.hash_array(np.asarray(list(values), dtype=object))
+    import polars as pl
+
+    return pl.Series(values, dtype=pl.String).hash(_HASH_SEED).to_numpy()
 
 
 def _factorize(key: Any) -> tuple[np.ndarray, list]:
@@ -932,9 +1018,181 @@ def _check_no_nulls(table: Any, path: Path, names: Iterable[str], *, header_rows
 
 
 # ============================================================== verl
+def _read_verl_files(files: list[LogFile], ctx: _Context) -> None:
+    """Read verl files in order: each through the engine (:func:`_verl_scan`, a few files at a
+    time on a small thread pool); a file that the engine does not read exactly as the line
+    reader would (:func:`_verl_scan` returns ``None``) is read by :func:`_read_verl`, which
+    refuses a bad file naming its line."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not _engine_ok():
+        for f in files:
+            _read_verl(f, ctx)
+        return
+    workers = max(1, min(_ENGINE_THREADS, len(files)))
+    todo = iter(files)
+    pending: deque = deque()
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="rlvr-read")
+    try:
+        for f in files[:_AHEAD * workers]:
+            pending.append((f, pool.submit(_verl_scan, f.path, f.step)))
+            next(todo)
+        while pending:
+            f, job = pending.popleft()
+            scan = job.result()
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append((nxt, pool.submit(_verl_scan, nxt.path, nxt.step)))
+            if scan is None:
+                _read_verl(f, ctx)
+            else:
+                _add_verl_scan(f, ctx, scan)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: files read at the same time by :func:`_read_verl_files` (the engine parallelises each read too)
+_ENGINE_THREADS = 2
+#: files scanned ahead of the one being added, per thread (bounds the memory of the scans in flight)
+_AHEAD = 2
+#: seed of the engine's 64-bit hash of group keys (:func:`_hash_text`)
+_HASH_SEED = 0x5EED
+#: a key whose text the engine may have made from a JSON number, boolean, array or object (the
+#: line reader's ``str()``/``json.dumps`` text of it differs): such a file is read line by line
+_NOT_TEXT = r"(?s)^(?:[-+0-9.eE]+|true|false|[\[{].*)$"
+#: the verl uid suffix ``_{rollout}_{output}`` (the group is what precedes it)
+_UID_SUFFIX = r"_[^_]*_[^_]*$"
+
+
+def _engine_ok() -> bool:
+    try:
+        import polars  # noqa: F401
+    except ImportError:  # pragma: no cover - polars is a dependency; the line reader still works
+        return False
+    return True
+
+
+@dataclass
+class _Scan:
+    """What :func:`_verl_scan` read of one verl file: its rows' steps and rewards, and either
+    the group keys' hashes (``codes`` into ``hashes``) or the uids (``keys``, for the uid
+    forms that the line reader's rules sort out: :func:`_verl_by_uid`)."""
+
+    mode: str  # "input", "uid", "shared-uid", "empty" or "rules"
+    step: np.ndarray | None = None
+    reward: np.ndarray | None = None
+    codes: np.ndarray | None = None
+    hashes: np.ndarray | None = None
+    keys: Any = None
+    n_padding: int = 0
+
+
+def _verl_scan(path: Path, file_step: int | None) -> _Scan | None:
+    """One verl file read by the engine (polars ``scan_ndjson`` projected on ``score``, the
+    uid (or ``input``) and ``step``: the text columns are parsed, never brought out), or
+    ``None`` when the line reader must read it: the engine refused a line (not JSON, not an
+    object, a value of another type than the schema's: polars never turns a string or a
+    boolean into a number, nor a float into an integer), a required value is missing or null,
+    or a key may be a number, boolean, array or object made text (:data:`_NOT_TEXT`: the line
+    reader's text of it may differ) or holds a NUL.  Runs on a worker thread and touches no
+    shared state.
+
+    One difference is left: a line whose object writes a key twice (``json.dumps`` never
+    does) is read with the first value by polars, the last by the line reader."""
+    try:
+        import polars as pl
+
+        first = _first_json(path, skip_bad=True)
+        has_uid = first is None or "uid" in first
+        key = "uid" if has_uid else "input"
+        k = pl.col(key)
+        # NUL: what polars may make of a lone surrogate escape ("\ud800"), which the line reader refuses
+        bad = [pl.col("score").is_null(), k.is_null(), k.str.contains(_NOT_TEXT), k.str.contains("\x00", literal=True)]
+        if file_step is None:
+            bad.append(pl.col("step").is_null())
+        cols = [pl.col("step"), pl.col("score"), pl.any_horizontal(bad).fill_null(True).alias("_bad"),
+                k if has_uid else k.hash(_HASH_SEED).alias("_hash")]  # a legacy log's key is its prompt: hashed
+        lf = pl.scan_ndjson(path, schema={"score": pl.Float64, key: pl.String, "step": pl.Int64})
+        df = lf.select(cols).collect()
+        if df["_bad"].any():
+            return None
+        if df.height == 0:
+            return _Scan("empty")
+        step_col = df["step"]
+        n_null = step_col.null_count()
+        if n_null == 0:
+            step = step_col.to_numpy().astype(np.int64, copy=False)
+        else:  # the file's name gives the step (else a null step is a "missing key": refused above)
+            step = np.full(df.height, file_step, np.int64)
+            if n_null < df.height:  # as the line reader fills them: through float64
+                given = step_col.cast(pl.Float64).to_numpy()
+                step = np.where(np.isnan(given), step, given).astype(np.int64)
+        reward = df["score"].to_numpy().astype(np.float64, copy=False)
+        if not has_uid:
+            codes, hashes = pd.factorize(df["_hash"].to_numpy())
+            return _Scan("input", step, reward, codes.astype(np.int64, copy=False), hashes)
+        uid = df["uid"]
+        del df
+        return _verl_uid_scan(uid, step, reward)
+    except Exception:  # noqa: BLE001 - any refusal of the engine: the line reader reads the file (and names the line)
+        return None
+
+
+def _verl_uid_scan(uid: Any, step: np.ndarray, reward: np.ndarray) -> _Scan:
+    """:func:`_verl_scan` of a file with uids (a polars string Series): :func:`_verl_by_uid`'s
+    rules (padding rows, a shared uid, ``{group}_{rollout}_0``), or the uids themselves for
+    the other forms."""
+    import polars as pl
+
+    all_uid, all_step, all_reward = uid, step, reward
+    pad = uid.str.starts_with("pad")
+    n_pad = int(pad.sum())
+    if n_pad:
+        keep = (~pad).to_numpy()
+        uid, step, reward = uid.filter(~pad), step[keep], reward[keep]
+    if len(step) and (step == step[0]).all():
+        shared = uid.n_unique() < len(uid)
+    else:
+        shared = pl.DataFrame({"s": step, "k": uid}).n_unique() < len(uid)
+    if shared:  # verl's own uid, one per prompt: a group
+        mode, hashed = "shared-uid", uid.hash(_HASH_SEED)
+    elif uid.str.ends_with("_0").all():  # "{group}_{rollout}_0": the usual dump
+        mode, hashed = "uid", uid.str.replace(_UID_SUFFIX, "").hash(_HASH_SEED)
+    else:  # several outputs, or uids of other forms: the line reader's rules, on the uids
+        return _Scan("rules", all_step, all_reward, keys=all_uid.to_arrow())
+    codes, hashes = pd.factorize(hashed.to_numpy())
+    return _Scan(mode, step, reward, codes.astype(np.int64, copy=False), hashes, n_padding=n_pad)
+
+
+def _add_verl_scan(f: LogFile, ctx: _Context, scan: _Scan) -> None:
+    """Add a file that :func:`_verl_scan` read, as :func:`_read_verl` would."""
+    ctx.read_paths.append(str(f.path))
+    if scan.mode == "empty":
+        return
+    if scan.mode == "input":
+        _verl_by_input(f, ctx)
+        ctx.add_coded(scan.step, scan.codes, scan.hashes, scan.reward, split=f.split)
+        return
+    if scan.mode == "rules":
+        import pyarrow as pa
+
+        keys = scan.keys.combine_chunks() if isinstance(scan.keys, pa.ChunkedArray) else scan.keys
+        _verl_by_uid(f, ctx, keys.cast(pa.string()), scan.step, scan.reward)
+        return
+    ctx.grouping.add("uid")
+    if scan.n_padding:
+        ctx.counts["n_padding_rows_dropped"] += scan.n_padding
+    if scan.mode == "shared-uid":
+        ctx.grouping.add("shared-uid")
+        ctx.note(_SHARED_UID_NOTE)
+    ctx.add_coded(scan.step, scan.codes, scan.hashes, scan.reward, split=f.split)
+
+
 def _read_verl(f: LogFile, ctx: _Context) -> None:
+    """One verl file read line by line where the engine would not read it exactly (pyarrow with
+    an explicit schema; on any problem :func:`_scan_jsonl`, which names the line)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     first = _first_json(f.path, skip_bad=True)
     has_uid = first is None or "uid" in first
@@ -957,12 +1215,29 @@ def _read_verl(f: LogFile, ctx: _Context) -> None:
     keys = table.column(key).combine_chunks()
     del table
     if not has_uid:
-        ctx.grouping.add("input")
-        note = ("verl log without uid (an older verl, or its legacy trainer): groups are the rollouts with "
-                "identical input, so two prompts with the same text in one step form one group.")
-        ctx.note(note)
+        _verl_by_input(f, ctx)
         ctx.add(step, keys, reward, split=f.split)
         return
+    _verl_by_uid(f, ctx, keys, step, reward)
+
+
+def _verl_by_input(f: LogFile, ctx: _Context) -> None:
+    ctx.grouping.add("input")
+    note = ("verl log without uid (an older verl, or its legacy trainer): groups are the rollouts with "
+            "identical input, so two prompts with the same text in one step form one group.")
+    ctx.note(note)
+
+
+_SHARED_UID_NOTE = ("verl log whose uid is shared by the rollouts of a prompt (verl's internal uid: one per prompt, "
+                    "repeated rollout.n times): each uid of a step is one group and each of its rows one rollout.")
+
+
+def _verl_by_uid(f: LogFile, ctx: _Context, keys: Any, step: np.ndarray, reward: np.ndarray) -> None:
+    """The groups of a verl file's rows by their uids (a pyarrow string array): padding rows
+    dropped, a shared uid, ``{group}_{rollout}_{output}`` uids, other uids, several outputs."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     ctx.grouping.add("uid")
     pad = pc.starts_with(keys, "pad").to_numpy(zero_copy_only=False)
     if pad.any():
@@ -975,9 +1250,7 @@ def _read_verl(f: LogFile, ctx: _Context) -> None:
     pair = step * np.int64(max(int(codes.max()) + 1, 1)) + codes if len(codes) else codes
     if len(pd.unique(pair)) < len(pair):
         ctx.grouping.add("shared-uid")
-        note = ("verl log whose uid is shared by the rollouts of a prompt (verl's internal uid: one per prompt, "
-                "repeated rollout.n times): each uid of a step is one group and each of its rows one rollout.")
-        ctx.note(note)
+        ctx.note(_SHARED_UID_NOTE)
         ctx.add(step, keys, reward, split=f.split)
         return
     del codes, pair
