@@ -67,6 +67,8 @@ import pandas as pd
 
 from rlvr_plumbing import checks
 
+from .readers import _check_steps  # the one check of steps=(first, last), shared with the rollout readers
+
 __all__ = ["METRIC_FORMATS", "VOCABULARY", "MetricLog", "find_metric_files", "is_metric_file",
            "detect_metric_format", "read_metrics", "parse_metric_map"]
 
@@ -935,18 +937,6 @@ def read_metrics(paths: Any, format: str = "auto", *, metric_map: Any = None,
 def _compatible(found: str | None, wanted: str) -> bool:
     loose = ("prime-rl", "wandb", "table")
     return found == wanted or (found in loose and wanted in loose)
-
-
-def _check_steps(steps: Any) -> tuple[int | None, int | None]:
-    if steps is None:
-        return None, None
-    if not (isinstance(steps, (tuple, list)) and len(steps) == 2):
-        raise ValueError(f"steps must be a pair (first, last) of steps (None: no bound), got {steps!r}")
-    lo = checks.integer("steps", steps[0], low=0, allow_none=True)
-    hi = checks.integer("steps", steps[1], low=0, allow_none=True)
-    if lo is not None and hi is not None and hi < lo:
-        raise ValueError(f"steps must be (first, last) with first <= last, got {steps!r}")
-    return lo, hi
 
 
 def _assemble(parts: list[_Part], fmt: str, user: dict[str, str], lo: int | None, hi: int | None,
