@@ -38,6 +38,13 @@ Each call logs its diagnostics (:func:`rlvr_theory.groups.summary` and a schedul
 is set appends one JSON line (``estimator``, ``step``, ``time``, ``params``, ``rows``,
 ``padding_rows``, ``metrics``) to ``RLVR_LOG_DIR/rlvr_<hostname>_<pid>.jsonl``.
 
+It also registers, with :func:`verl.trainer.ppo.core_algos.register_policy_loss`, the policy loss
+``rlvr_diagnosed`` (:data:`POLICY_LOSS`; ``actor_rollout_ref.actor.policy_loss.loss_mode=rlvr_diagnosed``):
+it calls the loss named by the key ``policy_loss`` of ``RLVR_PARAMS`` (default ``vanilla``; the
+estimators ignore this key), returns that loss unchanged, and adds to its metrics
+:func:`analysis.token_entropy.token_diagnostics` of the micro-batch under ``rlvr/token/<key>``
+(see :func:`token_metrics`).
+
 Examples
 --------
 >>> import numpy as np, torch
@@ -74,6 +81,7 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
+from analysis.token_entropy import CLIP_COV, KL_COV, ClipCov, KLCov, token_diagnostics
 from rlvr_plumbing.serialize import dumps
 from rlvr_theory import advantages, schedules
 
@@ -92,6 +100,15 @@ __all__ = [
     "compute",
     "reset",
     "logger",
+    "POLICY_LOSS",
+    "POLICY_LOSS_KEY",
+    "DEFAULT_DELEGATE",
+    "TOKEN_METRIC_PREFIX",
+    "register_policy_losses",
+    "delegate_name",
+    "clip_mask",
+    "token_metrics",
+    "compute_policy_loss_diagnosed",
 ]
 
 #: environment variable holding the parameters, ``"delta=0.5,alpha=2"``
@@ -107,12 +124,27 @@ SCHEDULE_PREFIX = "rlvr_schedule_"
 #: verl computes these two itself, never through the registry
 _VERL_SPECIAL = ("grpo", "gae")
 
+#: the verl policy loss that wraps the configured one and adds the token diagnostics
+POLICY_LOSS = "rlvr_diagnosed"
+#: key of ``RLVR_PARAMS`` naming the verl policy loss that :data:`POLICY_LOSS` wraps
+POLICY_LOSS_KEY = "policy_loss"
+#: the loss wrapped when ``RLVR_PARAMS`` names none (verl's default ``loss_mode``)
+DEFAULT_DELEGATE = "vanilla"
+#: prefix of the metrics :data:`POLICY_LOSS` adds (``rlvr/token/cov_logp_adv``, ...)
+TOKEN_METRIC_PREFIX = "rlvr/token/"
+#: the losses that clip the token ratio as PPO does, ``clip_by_origin = (−A·clip(r) > −A·r) & mask``
+#: (verl 0.9.1 ``core_algos.py``: ``vanilla`` clamps ``log r`` to ±20 first, ``clip_cov`` does not);
+#: the others (sequence ratios, soft or IS-weight clips, no clip) get no clip mask
+_PPO_CLIP: dict[str, float | None] = {"vanilla": 20.0, "clip_cov": None}
+
 logger = logging.getLogger("rlvr_diagnostics.verl")
 
 _LOCK = threading.RLock()
 _ESTIMATORS: dict[str, tuple[str, str]] = {}  # verl name -> ("advantage" | "schedule", registry name)
 _POLICIES: dict[str, tuple[Policy, dict[str, Any]]] = {}  # verl name -> (policy, parsed params)
 _CALLS: dict[str, int] = {}
+_DELEGATE: dict[str, str] = {}  # "name" -> the wrapped loss (read from RLVR_PARAMS once)
+_WARNED: set[str] = set()
 
 
 # ------------------------------------------------------------------ registration
@@ -211,6 +243,7 @@ def _build(est: str, text: str) -> tuple[Policy, dict[str, Any]]:
         params = parse_params(text) if text.strip() else {}
     except ValueError as err:
         raise _bad(est, text, str(err)) from None
+    params.pop(POLICY_LOSS_KEY, None)  # read by the policy loss rlvr_diagnosed, not by estimators
     threshold = params.pop("success_threshold", None)
     singleton = params.pop("singleton", "zero")
     steps = params.pop("steps", None)
@@ -250,6 +283,8 @@ def reset() -> None:
     with _LOCK:
         _POLICIES.clear()
         _CALLS.clear()
+        _DELEGATE.clear()
+        _WARNED.clear()
 
 
 # ------------------------------------------------------------------ computing
@@ -349,4 +384,148 @@ def _log(est: str, step: int, metrics: dict[str, Any], *, params: dict[str, Any]
         fh.write(dumps(record) + "\n")
 
 
+# ------------------------------------------------------------------ policy loss
+def delegate_name() -> str:
+    """The verl policy loss that :data:`POLICY_LOSS` wraps in this process.
+
+    The key ``policy_loss`` of ``RLVR_PARAMS`` (``RLVR_PARAMS="policy_loss=clip_cov"``), default
+    ``vanilla``; read on first use (later changes are not seen until :func:`reset`).
+
+    >>> from integrations import verl as rv
+    >>> rv.delegate_name()
+    'vanilla'
+    >>> rv.reset()
+    """
+    with _LOCK:
+        if "name" not in _DELEGATE:
+            text = os.environ.get(ENV_PARAMS, "")
+            try:
+                params = parse_params(text)
+            except ValueError as err:
+                raise ValueError(f"{ENV_PARAMS}={text!r} is not valid for the verl policy loss "
+                                 f"{POLICY_LOSS!r}: {err}") from None
+            name = params.get(POLICY_LOSS_KEY, DEFAULT_DELEGATE)
+            if not isinstance(name, str) or not name or name == POLICY_LOSS:
+                raise ValueError(f"{ENV_PARAMS}: {POLICY_LOSS_KEY}={name!r} must name the verl policy loss that "
+                                 f"{POLICY_LOSS!r} wraps (e.g. {POLICY_LOSS_KEY}=vanilla), not itself")
+            if name not in core_algos.POLICY_LOSS_REGISTRY:
+                raise ValueError(f"{ENV_PARAMS}: {POLICY_LOSS_KEY}={name!r} is not a registered verl policy loss; "
+                                 f"registered: {', '.join(k for k in core_algos.POLICY_LOSS_REGISTRY if k != POLICY_LOSS)}")
+            _DELEGATE["name"] = name
+        return _DELEGATE["name"]
+
+
+def _cfg(config: Any, key: str, default: Any = None) -> Any:
+    if config is None:
+        return default
+    value = config.get(key, default) if hasattr(config, "get") else getattr(config, key, default)
+    return default if value is None else value
+
+
+def clip_mask(delegate: str, old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
+              response_mask: torch.Tensor, config: Any) -> torch.Tensor | None:
+    """Where the loss ``delegate`` clips the ratio: verl's ``clip_by_origin``,
+    ``(−A·clip(r, 1 − ε_low, 1 + ε_high) > −A·r) & (mask > 0)`` with ``r = exp(log_prob − old_log_prob)``
+    (``log r`` clamped to ±20 first for ``vanilla``, as it does) and ``ε`` from
+    ``config.clip_ratio_low/high`` (``config.clip_ratio`` when unset); ``None`` for a loss that
+    does not clip token ratios so (only ``vanilla`` and ``clip_cov`` do).  The same elementwise
+    operations as verl's, so the mask is verl's bit for bit.  No graph is built.
+    """
+    if delegate not in _PPO_CLIP:
+        return None
+    eps = _cfg(config, "clip_ratio", 0.2)
+    low, high = _cfg(config, "clip_ratio_low", eps), _cfg(config, "clip_ratio_high", eps)
+    bound = _PPO_CLIP[delegate]
+    with torch.no_grad():
+        log_ratio = log_prob.detach() - old_log_prob.detach()
+        if bound is not None:
+            log_ratio = torch.clamp(log_ratio, min=-bound, max=bound)
+        ratio = torch.exp(log_ratio)
+        loss1 = -advantages * ratio
+        loss2 = -advantages * torch.clamp(ratio, 1 - low, 1 + high)
+        return (loss2 > loss1) & (response_mask > 0)
+
+
+def _controls(config: Any) -> tuple[ClipCov, KLCov]:
+    """Clip-Cov / KL-Cov settings from ``config.policy_loss`` (verl's defaults where unset)."""
+    pl = _cfg(config, "policy_loss")
+    if pl is None:
+        return CLIP_COV, KL_COV
+    clip_cov = ClipCov(ratio=_cfg(pl, "clip_cov_ratio", CLIP_COV.ratio), lb=_cfg(pl, "clip_cov_lb", CLIP_COV.lb),
+                       ub=_cfg(pl, "clip_cov_ub", CLIP_COV.ub))
+    return clip_cov, KLCov(ratio=_cfg(pl, "kl_cov_ratio", KL_COV.ratio))
+
+
+def token_metrics(delegate: str, old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
+                  response_mask: torch.Tensor, config: Any = None) -> dict[str, float]:
+    """The metrics :data:`POLICY_LOSS` adds: ``rlvr/token/<key>`` for every key of
+    ``token_diagnostics(old_log_prob, advantages, response_mask, clipped=clip_mask(...))``.
+
+    The log-probabilities are the sampling policy's (``old_log_prob``), verl passes no token
+    entropies to a policy loss (FADE's ``H`` is then ``−ℓ̄``) and no learning rate (no
+    ``entropy_change_pred_*`` keys); the Clip-Cov / KL-Cov reach uses ``config.policy_loss``'s
+    ``clip_cov_ratio/lb/ub`` and ``kl_cov_ratio``.  On the tensors' device, under ``no_grad``.
+
+    >>> import torch
+    >>> from integrations import verl as rv
+    >>> old = torch.tensor([[-0.1, -0.2, -0.3], [-2.0, -1.5, 0.0]])
+    >>> adv = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, 0.0]])
+    >>> m = rv.token_metrics("vanilla", old, old, adv, torch.tensor([[1, 1, 1], [1, 1, 0]]))
+    >>> round(m["rlvr/token/cov_logp_adv"], 6), m["rlvr/token/cov_logp_adv_clipped"]
+    (0.744, 0.0)
+    """
+    clipped = clip_mask(delegate, old_log_prob, log_prob, advantages, response_mask, config)
+    clip_cov, kl_cov = _controls(config)
+    with torch.no_grad():
+        d = token_diagnostics(old_log_prob.detach(), advantages.detach(), response_mask, clipped=clipped,
+                              clip_cov=clip_cov, kl_cov=kl_cov)
+    return {TOKEN_METRIC_PREFIX + k: v for k, v in d.items()}
+
+
+def compute_policy_loss_diagnosed(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
+                                  response_mask: torch.Tensor, loss_agg_mode: str = "token-mean",
+                                  config: Any = None, rollout_is_weights: torch.Tensor | None = None,
+                                  **kwargs: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+    """verl policy loss ``rlvr_diagnosed``: the loss :func:`delegate_name` names, with its token diagnostics.
+
+    Calls the delegate with the same arguments and returns its ``(pg_loss, pg_metrics)``, the
+    loss untouched and ``pg_metrics`` (the same dict) updated with :func:`token_metrics`.  A
+    micro-batch the diagnostics refuse (no valid token, non-finite values) keeps the delegate's
+    metrics only, with one warning per process.
+    """
+    delegate = delegate_name()
+    fn = core_algos.get_policy_loss_fn(delegate)
+    pg_loss, pg_metrics = fn(old_log_prob=old_log_prob, log_prob=log_prob, advantages=advantages,
+                             response_mask=response_mask, loss_agg_mode=loss_agg_mode, config=config,
+                             rollout_is_weights=rollout_is_weights, **kwargs)
+    try:
+        extra = token_metrics(delegate, old_log_prob, log_prob, advantages, response_mask, config)
+    except ValueError as err:
+        with _LOCK:
+            first = POLICY_LOSS not in _WARNED
+            _WARNED.add(POLICY_LOSS)
+        logger.log(logging.WARNING if first else logging.DEBUG,
+                   "%s: token diagnostics skipped for a micro-batch: %s", POLICY_LOSS, err)
+        return pg_loss, pg_metrics
+    pg_metrics.update(extra)
+    return pg_loss, pg_metrics
+
+
+compute_policy_loss_diagnosed.rlvr_policy_loss = POLICY_LOSS  # type: ignore[attr-defined]
+
+
+def register_policy_losses() -> list[str]:
+    """Register :data:`POLICY_LOSS` with verl unless held (a loss of another module under that
+    name is left alone, with a warning).  Called on import; returns the names registered."""
+    with _LOCK:
+        held = core_algos.POLICY_LOSS_REGISTRY.get(POLICY_LOSS)
+        if held is not None:
+            if getattr(held, "rlvr_policy_loss", None) != POLICY_LOSS:
+                logger.warning("verl policy loss %r is already registered by %r; not replaced", POLICY_LOSS, held)
+            return []
+        core_algos.register_policy_loss(POLICY_LOSS)(compute_policy_loss_diagnosed)
+        return [POLICY_LOSS]
+
+
 register_estimators()
+register_policy_losses()
