@@ -1,19 +1,28 @@
 """``rlvr-audit``: diagnose an RL run from the rollout logs its trainer wrote.
 
-    rlvr-audit PATH [PATH ...] --out REPORT_DIR [--format auto|trl|verl|prime-rl|rlvr|table]
+    rlvr-audit PATH [PATH ...] --out REPORT_DIR [--format auto|trl|verl|prime-rl|rlvr|table|open-instruct|slime]
                [--group-size G] [--reward-column NAME] [--success-threshold T]
                [--advantage NAME --param k=v ...] [--compare NAME ...] [--tau T ...]
                [--steps A:B] [--split train|val|all] [--skip-bad-lines] [--allow-suspect-read]
+               [--metrics PATH ...] [--metric-format auto|trl|verl|prime-rl|wandb|table]
+               [--metric-map THEIRS=OURS ...] [--performance METRIC] [--fit-fraction F] [--is-cap C]
                [--json] [--threads N] [--overwrite] [--quiet]
 
 Reads the rollout logs (:func:`analysis.audit.readers.read`: TRL completions parquet, verl
-rollout JSONL, prime-rl traces, ``rlvr-train grpo`` rollouts, or any table with columns
-``step``, ``group``, ``reward``), computes the per-group and per-step diagnostics
+rollout JSONL, prime-rl traces, ``rlvr-train grpo`` rollouts, open-instruct saved traces, slime
+debug rollout dumps, or any table with columns ``step``, ``group``, ``reward``), computes the per-group and per-step diagnostics
 (:func:`analysis.audit.metrics.audit`) and writes ``REPORT_DIR/report.md``, ``report.html``
 (self-contained), ``report.json`` and PNGs (:func:`analysis.audit.report.write_report`).
 ``report.json`` carries a ``"run"`` block (:func:`rlvr_plumbing.runtime.run_metadata`: package
 version, the command's settings, threads).  ``--json`` prints ``report.json`` on stdout;
 otherwise a short summary is printed unless ``--quiet``.
+
+The trainer's metric log (TRL ``trainer_state.json`` with every ``checkpoint-N``'s, verl's file
+logger, prime-rl, W&B exports, a step-keyed table: :mod:`analysis.audit.metric_logs`) is found
+among ``PATH`` or named with ``--metrics``; with it the report adds the Entropy section (Cui et
+al.'s fit with its early-fit error), the train–inference mismatch, the zero-signal cross-check and
+the alerts (:mod:`analysis.audit.trainer_log`).  A metric log alone, rollouts alone, or both
+(joined by step).
 
 Every argument is checked before any log is read, and ``--out`` first
 (:func:`rlvr_plumbing.io.check_out`): an existing file, a path under a file, a place that cannot be
@@ -52,7 +61,7 @@ __all__ = ["main", "main_exit", "build_parser", "parse_steps", "PROG", "FORMATS"
 
 PROG = "rlvr-audit"
 #: the log formats ``--format`` accepts (``auto`` detects one from the files)
-FORMATS = ("auto", "trl", "verl", "prime-rl", "rlvr", "table")
+FORMATS = ("auto", "trl", "verl", "prime-rl", "rlvr", "table", "open-instruct", "slime")
 #: the metric-log formats ``--metric-format`` accepts
 METRIC_FORMATS = ("auto", "trl", "verl", "prime-rl", "wandb", "table")
 

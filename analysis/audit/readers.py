@@ -26,6 +26,10 @@ dropped right after each file is parsed.  One reader per format (:data:`FORMATS`
 * ``"rlvr"`` — ``rlvr-train grpo``'s ``RUN_DIR/rollouts/step_{step:06d}.parquet``;
 * ``"table"`` — any CSV, JSONL or parquet file with columns ``step``, ``group``, ``reward``
   (and optionally ``advantage``, ``length``, ``split``).
+* ``"open-instruct"`` — ``--save_traces``: ``DIR/{run_name}_rollouts_{shard:06d}.jsonl`` (one
+  rollout a line, its advantage logged; or the legacy ``traces_{run_name}.jsonl``, with ``group_size``);
+* ``"slime"`` — ``--save-debug-rollout-data``: ``rollout_data/{rollout_id}.pt``, loaded with
+  ``torch.load(weights_only=True)`` only (a file that needs more is refused).
 
 :func:`detect_format` tells the format file by file and refuses paths that mix formats.  A file
 that does not match its format is refused (``ValueError`` naming the file, the line or row, and
@@ -70,7 +74,7 @@ __all__ = ["FORMATS", "COLUMNS", "SPLITS", "MAX_DROPPED_SHARE", "Rollouts", "rea
            "suspect_read", "trainer_config"]
 
 #: the formats :func:`read` knows
-FORMATS = ("trl", "verl", "prime-rl", "rlvr", "table")
+FORMATS = ("trl", "verl", "prime-rl", "rlvr", "table", "open-instruct", "slime")
 #: the columns of :attr:`Rollouts.frame`, in order
 COLUMNS = ("step", "group", "reward", "advantage", "length", "split")
 #: the values of ``split=``: which rollouts to read (``"all"``: both)
@@ -81,6 +85,18 @@ _TRL_FILE = re.compile(r"^completions_(\d+)\.parquet$")
 _RLVR_FILE = re.compile(r"^step_(\d+)\.parquet$")
 _VERL_FILE = re.compile(r"^(\d+)\.jsonl$")
 _STEP_DIR = re.compile(r"^step_(\d+)$")
+#: open-instruct ``--save_traces``: ``{run_name}_rollouts_{shard:06d}.jsonl`` (one rollout a line)
+_OI_FILE = re.compile(r"^(.+)_rollouts_(\d+)\.jsonl$")
+#: open-instruct's legacy (<= 2026-01-05) ``traces_{run_name}.jsonl`` (one step a line)
+_OI_LEGACY_FILE = re.compile(r"^traces_(.+)\.jsonl$")
+#: the keys of an open-instruct rollout line that tell it
+_OI_KEYS = frozenset({"step", "sample_idx", "prompt_idx", "reward", "advantage"})
+#: the keys of an open-instruct legacy step line that tell it
+_OI_LEGACY_KEYS = frozenset({"scores", "training_step", "responses"})
+#: slime ``--save-debug-rollout-data``: ``{rollout_id}.pt`` (``rollout_data/`` of ``--dump-details``),
+#: or the template's own prefix (``rollout_{rollout_id}.pt``); eval dumps are ``eval_{rollout_id}``
+_SLIME_FILE = re.compile(r"^(?:.*[_-])?(\d+)\.pt$")
+_SLIME_EVAL = re.compile(r"^(?:.*[_-])?eval_(\d+)\.pt$")
 #: TRL columns that are not reward functions
 _TRL_FIXED = ("step", "prompt", "completion", "advantage")
 
@@ -139,6 +155,7 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
         For the other formats, the size every group must have (refused otherwise).
     reward_column : str or sequence of str, optional
         TRL: the reward function column(s) to use as the reward (default: the sum of all).
+        slime: the key of dict rewards (default: the first of :data:`SLIME_REWARD_KEYS` present).
     steps : (int or None, int or None), optional
         Keep the steps ``a <= step <= b`` (``None``: no bound).
     skip_bad_lines : bool
@@ -183,8 +200,11 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
     lo, hi = _check_steps(steps)
     if not isinstance(skip_bad_lines, bool):
         raise ValueError(f"skip_bad_lines must be True or False, got {skip_bad_lines!r}")
-    if reward_column is not None and fmt != "trl":
-        raise ValueError(f"reward_column: only TRL logs have several reward columns; a {fmt} log has one reward")
+    if reward_column is not None and fmt not in ("trl", "slime"):
+        raise ValueError(f"reward_column: only TRL logs have several reward columns (and slime dumps dict rewards, "
+                         f"read at one key); a {fmt} log has one reward")
+    if fmt == "slime" and reward_column is not None and not isinstance(reward_column, str):
+        raise ValueError(f"reward_column: a slime dump's dict reward is read at one key, got {reward_column!r}")
     files = list_files(paths, fmt, split=split, arg=arg)
     files = [f for f in files if f.step is None or ((lo is None or f.step >= lo) and (hi is None or f.step <= hi))]
     if not files:
@@ -195,6 +215,10 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
         _read_trl(files, ctx, group_size=group_size, reward_column=reward_column)
     elif fmt == "verl":
         _read_verl_files(files, ctx)
+    elif fmt == "open-instruct":
+        _read_open_instruct_files(files, ctx, group_size=group_size)
+    elif fmt == "slime":
+        _read_slime_files(files, ctx, group_size=group_size, reward_key=reward_column)
     else:
         reader = {"prime-rl": _read_prime, "rlvr": _read_rlvr, "table": _read_table}[fmt]
         for f in files:
@@ -313,7 +337,30 @@ def _file_format(p: Path) -> str | None:
         return "table"
     if {"step", "prompt", "completion", "advantage"} <= cols:
         return "trl"
+    if p.suffix.lower() == ".jsonl" and (_OI_KEYS <= cols or (_OI_LEGACY_FILE.match(name)
+                                                              and _OI_LEGACY_KEYS <= cols)):
+        return "open-instruct"
+    if p.suffix.lower() == ".pt" and _SLIME_FILE.match(name) and _slime_like(p):
+        return "slime"
     return None
+
+
+def _slime_like(path: Path) -> bool:
+    """Whether a ``.pt`` file looks like a slime rollout dump, told without unpickling it: a torch
+    zip archive whose pickle names the keys ``rollout_id`` and ``samples`` (and ``response_length``
+    when it has samples) within its first MiB."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            pkl = next((n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl"), None)
+            if pkl is None:
+                return False
+            with z.open(pkl) as f:
+                head = f.read(1 << 20)
+    except (OSError, zipfile.BadZipFile, ValueError):
+        return False
+    return b"rollout_id" in head and b"samples" in head
 
 
 def _folder_logs(d: Path) -> list[tuple[Path, str | None]]:
@@ -326,9 +373,12 @@ def _folder_logs(d: Path) -> list[tuple[Path, str | None]]:
     * ``rollouts/step_{step}.parquet`` — only the rlvr reader: ``"rlvr"``;
     * ``traces.jsonl`` under ``rollouts/step_N/`` (else ``step_N/``; or under ``d`` itself when
       ``d`` is a ``step_N`` folder) — only the prime-rl reader: ``"prime-rl"``;
+    * ``rollout_data/{rollout_id}.pt`` (slime's ``--dump-details`` folder; ``eval_*`` never) —
+      only the slime reader: ``"slime"``;
     * ``d``'s own ``.csv``, ``.jsonl``, ``.json`` and ``.parquet`` files — several readers may
       read them (verl ``{step}.jsonl``, TRL ``completions_{step}.parquet``, rlvr
-      ``step_{step}.parquet``, any table): ``None``.
+      ``step_{step}.parquet``, open-instruct ``{run}_rollouts_{shard}.jsonl``, any table) — and
+      its ``{...}{int}.pt`` files (slime's dumps, told by their pickle's keys): ``None``.
 
     Everything else (``README.md``, ``.DS_Store``, checkpoints, other subfolders) is no reader's.
     """
@@ -337,8 +387,10 @@ def _folder_logs(d: Path) -> list[tuple[Path, str | None]]:
     steps = [d] if _STEP_DIR.match(d.name) else [q for _, q in _step_dirs(d / "rollouts") or _step_dirs(d)]
     for s in steps:
         out += [(q, "prime-rl") for q in sorted(s.rglob("traces.jsonl")) if q.is_file()]
-    own = sorted((q for q in d.iterdir() if q.is_file() and q.suffix.lower() in _TABLE_EXT
-                  and not q.name.startswith(".")), key=_natural)
+    out += [(q, "slime") for _, q in _numbered(d / "rollout_data", _SLIME_FILE) if not _SLIME_EVAL.match(q.name)]
+    own = sorted((q for q in d.iterdir() if q.is_file() and not q.name.startswith(".")
+                  and (q.suffix.lower() in _TABLE_EXT or (q.suffix.lower() == ".pt" and _SLIME_FILE.match(q.name)))),
+                 key=_natural)
     return out + [(q, None) for q in own]
 
 
@@ -445,6 +497,9 @@ def list_files(paths: Any, format: str, *, split: str = "train", arg: str = "pat
         if fmt == "prime-rl":
             out += _prime_files(p, split, arg=arg)
             continue
+        if fmt == "slime":
+            out += _slime_files(p, split, arg=arg)
+            continue
         if p.is_file():
             m = {"trl": _TRL_FILE, "rlvr": _RLVR_FILE, "verl": _VERL_FILE}.get(fmt)
             mm = m.match(p.name) if m else None
@@ -456,6 +511,8 @@ def list_files(paths: Any, format: str, *, split: str = "train", arg: str = "pat
             found = _numbered(p / "rollouts", _RLVR_FILE) or _numbered(p, _RLVR_FILE)
         elif fmt == "verl":
             found = _numbered(p, _VERL_FILE)
+        elif fmt == "open-instruct":
+            found = _open_instruct_files(p)
         else:
             found = [(None, q) for q in sorted((q for q in p.iterdir()
                                                  if q.is_file() and q.suffix.lower() in _TABLE_EXT
@@ -463,6 +520,44 @@ def list_files(paths: Any, format: str, *, split: str = "train", arg: str = "pat
         if not found:
             raise ValueError(f"{arg}: no {fmt} log files in {str(p)!r}")
         out += [LogFile(q, s, label) for s, q in found]
+    return out
+
+
+def _open_instruct_files(p: Path) -> list[tuple[None, Path]]:
+    """open-instruct: the folder's ``{run_name}_rollouts_{shard}.jsonl`` by run name, then shard
+    number (``{run_name}_metadata.jsonl`` is not a rollout file), else its legacy
+    ``traces_{run_name}.jsonl``."""
+    shards = sorted((m.group(1), int(m.group(2)), q) for q in p.iterdir()
+                    if q.is_file() and (m := _OI_FILE.match(q.name)))
+    if shards:
+        return [(None, q) for _, _, q in shards]
+    return [(None, q) for q in sorted(p.iterdir()) if q.is_file() and _OI_LEGACY_FILE.match(q.name)]
+
+
+def _slime_files(p: Path, split: str, *, arg: str = "paths") -> list[LogFile]:
+    """slime: ``rollout_data/{rollout_id}.pt`` (else the folder's own ``{...}{int}.pt``), in
+    rollout order; the eval dumps (``eval_{rollout_id}``) are the validation split."""
+    def kind(q: Path) -> tuple[str, int | None]:
+        m = _SLIME_EVAL.match(q.name)
+        if m:
+            return "val", int(m.group(1))
+        m = _SLIME_FILE.match(q.name)
+        return "train", (int(m.group(1)) if m else None)
+
+    wanted = {"train": ("train",), "val": ("val",), "all": ("train", "val")}[split]
+    if p.is_file():
+        label, step = kind(p)
+        if label not in wanted:
+            raise ValueError(f"{arg}: {str(p)!r} is a slime {'eval' if label == 'val' else 'training'} dump; pass "
+                             f"split={'val' if label == 'val' else 'train'!r} (--split) to read it")
+        return [LogFile(p, step, label)]
+    base = p / "rollout_data" if _numbered(p / "rollout_data", _SLIME_FILE) else p
+    found = sorted(((s, 0 if label == "train" else 1), q, label) for q in base.iterdir()
+                   if q.is_file() and _SLIME_FILE.match(q.name) for label, s in [kind(q)])
+    out = [LogFile(q, s, label) for (s, _), q, label in found if label in wanted]
+    if not out:
+        raise ValueError(f"{arg}: no slime rollout dumps ({{rollout_id}}.pt"
+                         + (", eval_{rollout_id}.pt" if split != "train" else "") + f") in {str(p)!r}")
     return out
 
 
@@ -807,7 +902,8 @@ class _Context:
         grouping = next((g for g in ("input", "shared-uid") if g in self.grouping), None) or (
             sorted(self.grouping)[0] if self.grouping else "group-column")
         c = self.counts
-        n_read = len(step) + c["n_padding_rows_dropped"] + c["n_duplicate_rows_dropped"] + c["n_bad_lines_skipped"]
+        n_read = (len(step) + c["n_padding_rows_dropped"] + c["n_duplicate_rows_dropped"] + c["n_bad_lines_skipped"]
+                  + c.get("n_removed_samples_dropped", 0))
         source = {"format": self.fmt, "paths": self.read_paths or [str(f.path) for f in files],
                   "notes": self.notes, "n_files": len(self.read_paths or files), **self.counts,
                   "n_rows_read": int(n_read), "grouping": grouping, "group_size_given": group_size is not None,
@@ -1517,3 +1613,308 @@ def _read_prime(f: LogFile, ctx: _Context) -> None:
                          "reward 0, as prime-rl counts them.")
     if steps:
         ctx.add(np.array(steps, np.int64), np.array(keys, dtype=object), np.array(rewards), split=f.split)
+
+
+# ============================================================== open-instruct
+_OI_STEP_NOTE = ("open-instruct log: step is the file's own 'step', the data-preparation counter, which starts at 0; "
+                 "the trainer's (and wandb's) training_step is step + 1.")
+_OI_FILTER_NOTE = ("open-instruct log without any group whose rewards are all equal: open-instruct drops such groups "
+                   "before saving them (filter_zero_std_samples, on by default), so the zero-signal counts undercount "
+                   "(they miss every group the trainer dropped).")
+_OI_ADV_NOTE = ("open-instruct log: the advantage is the logged one, 'standard' (r - mean)/(std + 1e-8) with the "
+                "population std, or 'centered' r - mean (the default since 2026-03-20); the log does not say which.")
+
+
+def _read_open_instruct_files(files: list[LogFile], ctx: _Context, *, group_size: int | None) -> None:
+    """open-instruct ``--save_traces``: the per-rollout shards (a group is ``(run name, step,
+    prompt_idx)``; step = the file's 0-based ``step``), or the legacy per-step traces (a group
+    is ``group_size`` consecutive rollouts of a line; step = its 1-based ``training_step``)."""
+    runs: dict[str, int] = {}
+    all_equal = False
+    legacy = current = False
+    for f in files:
+        m = _OI_FILE.match(f.path.name) or _OI_LEGACY_FILE.match(f.path.name)
+        run = m.group(1) if m else f.path.stem
+        run_no = runs.setdefault(run, len(runs))
+        first = _first_json(f.path, skip_bad=True) or {}
+        if _OI_LEGACY_KEYS <= set(first) and "prompt_idx" not in first:
+            legacy = True
+            all_equal |= _read_open_instruct_legacy(f, ctx, run_no, group_size)
+        else:
+            current = True
+            all_equal |= _read_open_instruct(f, ctx, run_no)
+    ctx.grouping.add("group-column" if current else "prompt-blocks")
+    if current:
+        ctx.note(_OI_STEP_NOTE)
+        ctx.note(_OI_ADV_NOTE)
+    if legacy:
+        ctx.note("open-instruct legacy traces (traces_{run}.jsonl, one line per step): step is the line's 1-based "
+                 "training_step, a group is group_size consecutive rollouts of a line, and no advantages are logged.")
+    if len(runs) > 1:
+        ctx.note(f"open-instruct log of {len(runs)} launches (run names {', '.join(sorted(runs)[:4])}"
+                 f"{', ...' if len(runs) > 4 else ''}): a step saved by two launches (a resume) has the groups of both.")
+    if not all_equal:
+        ctx.note(_OI_FILTER_NOTE)
+
+
+def _oi_scan(path: Path) -> Any:
+    """An open-instruct shard read by the engine (polars, projected on the five columns read; the
+    token lists are counted, never brought out), or ``None`` when the line reader must read it
+    (a line that is not JSON: a logprob ``NaN`` that Python's json writes, a value of another
+    type, a missing ``step``, ``prompt_idx`` or ``reward``)."""
+    if not _engine_ok():
+        return None
+    try:
+        import polars as pl
+
+        lf = pl.scan_ndjson(path, schema={"step": pl.Int64, "prompt_idx": pl.Int64, "reward": pl.Float64,
+                                          "advantage": pl.Float64, "response_tokens": pl.List(pl.Int64)})
+        df = lf.select(pl.col("step"), pl.col("prompt_idx"), pl.col("reward"), pl.col("advantage"),
+                       pl.col("response_tokens").list.len().cast(pl.Float64).alias("length")).collect()
+        if any(df[c].null_count() for c in ("step", "prompt_idx", "reward")):
+            return None
+        return (df["step"].to_numpy().astype(np.int64), df["prompt_idx"].to_numpy().astype(np.int64),
+                df["reward"].to_numpy().astype(np.float64), df["advantage"].to_numpy().astype(np.float64),
+                df["length"].to_numpy().astype(np.float64))
+    except Exception:  # noqa: BLE001 - any refusal of the engine: the line reader reads (and names the line)
+        return None
+
+
+def _json_number(obj: dict, key: str, path: Path, lineno: int, *, integer: bool = False,
+                 required: bool = True) -> float:
+    v = obj.get(key)
+    if v is None:
+        if integer or (required and key not in obj):
+            raise ValueError(f"{path}:{lineno}: missing key {key!r}")
+        return np.nan
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not float(v).is_integer()):
+        raise ValueError(f"{path}:{lineno}: key {key!r} must be {'an integer' if integer else 'a number'}, got {v!r}")
+    return v
+
+
+def _read_open_instruct(f: LogFile, ctx: _Context, run_no: int) -> bool:
+    """One ``{run}_rollouts_{shard}.jsonl``; returns whether it has a group whose rewards are all equal."""
+    scan = _oi_scan(f.path)
+    if scan is None:
+        cols: list[list] = [[], [], [], [], []]
+        what = "an open-instruct rollout line (step, prompt_idx, reward, advantage, response_tokens, ...)"
+        for lineno, obj in _json_objects(f.path, ctx, what):
+            toks = obj.get("response_tokens")
+            for c, v in zip(cols, (_json_number(obj, "step", f.path, lineno, integer=True),
+                                   _json_number(obj, "prompt_idx", f.path, lineno, integer=True),
+                                   _json_number(obj, "reward", f.path, lineno),
+                                   _json_number(obj, "advantage", f.path, lineno, required=False),
+                                   float(len(toks)) if isinstance(toks, list) else np.nan)):
+                c.append(v)
+        scan = (np.array(cols[0], np.int64), np.array(cols[1], np.int64), np.array(cols[2], np.float64),
+                np.array(cols[3], np.float64), np.array(cols[4], np.float64))
+    ctx.read_paths.append(str(f.path))
+    step, prompt, reward, advantage, length = scan
+    if not len(step):
+        return False
+    key = (np.int64(run_no) << np.int64(32)) + prompt
+    ctx.add(step, key, reward, advantage=advantage, length=length, split=f.split)
+    return _has_equal_group(step, key, reward)
+
+
+def _has_equal_group(step: np.ndarray, key: np.ndarray, reward: np.ndarray) -> bool:
+    g = pd.DataFrame({"s": step, "k": key, "r": reward}).groupby(["s", "k"])["r"]
+    return bool((g.min() == g.max()).any())
+
+
+def _read_open_instruct_legacy(f: LogFile, ctx: _Context, run_no: int, group_size: int | None) -> bool:
+    """One legacy ``traces_{run}.jsonl``: a line per step with parallel lists (``scores``,
+    ``responses``, ``training_step``); no group id, so ``group_size`` is required."""
+    if group_size is None:
+        raise ValueError(f"{f.path}: an open-instruct legacy traces file (one line per step, parallel lists) has no "
+                         "group id: pass group_size=num_samples_per_prompt_rollout (--group-size) to group its "
+                         "rollouts in consecutive blocks")
+    steps, keys, rewards, lengths = [], [], [], []
+    for lineno, obj in _json_objects(f.path, ctx, "an open-instruct traces line"):
+        step = int(_json_number(obj, "training_step", f.path, lineno, integer=True))
+        scores = obj.get("scores")
+        if not isinstance(scores, list):
+            raise ValueError(f"{f.path}:{lineno}: missing key 'scores' (a list of rewards)")
+        if any(isinstance(s, bool) or not isinstance(s, (int, float)) for s in scores if s is not None):
+            raise ValueError(f"{f.path}:{lineno}: key 'scores' must be a list of numbers")
+        if len(scores) % group_size:
+            raise ValueError(f"{f.path}:{lineno}: {len(scores)} scores is not a multiple of the group size "
+                             f"{group_size}; pass group_size=num_samples_per_prompt_rollout (--group-size)")
+        resp = obj.get("responses")
+        n = len(scores)
+        steps.append(np.full(n, step, np.int64))
+        keys.append((np.int64(run_no) << np.int64(32)) + np.arange(n, dtype=np.int64) // group_size)
+        rewards.append(np.array([np.nan if s is None else s for s in scores], np.float64))
+        lengths.append(np.array([len(r) if isinstance(r, list) else np.nan for r in resp], np.float64)
+                       if isinstance(resp, list) and len(resp) == n else np.full(n, np.nan))
+    ctx.read_paths.append(str(f.path))
+    if not steps:
+        return False
+    step, key, reward = np.concatenate(steps), np.concatenate(keys), np.concatenate(rewards)
+    ctx.add(step, key, reward, length=np.concatenate(lengths), split=f.split)
+    return _has_equal_group(step, key, reward)
+
+
+# ============================================================== slime
+#: the keys of a slime dict reward tried in order when ``reward_column`` is not given
+SLIME_REWARD_KEYS = ("score", "reward")
+_SLIME_ADV_NOTE = ("slime rollout dumps hold no advantages (they are saved before slime normalises the rewards; "
+                   "its default grpo advantage is (r - mean)/(std + 1e-6) with the unbiased std): pass --advantage "
+                   "for the family whose masses to report.")
+
+
+def _slime_load(path: Path) -> Any:
+    """``torch.load(path, weights_only=True, map_location="cpu")``: a file that needs more (custom
+    classes, numpy values, images) is refused, never unpickled with ``weights_only=False``."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        raise ValueError(f"{path}: reading a slime dump needs torch") from None
+    import pickle
+
+    try:
+        return torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as err:  # noqa: BLE001 - every failure is refused, naming the file
+        unsafe: list[str] = []
+        find = getattr(torch.serialization, "get_unsafe_globals_in_checkpoint", None)
+        if find is not None:
+            try:
+                unsafe = [str(u) for u in find(path)]
+            except Exception:  # noqa: BLE001 - the list is only for the message
+                unsafe = []
+        text = str(err)
+        named = re.findall(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        if unsafe or (isinstance(err, pickle.UnpicklingError) and named):
+            what = ", ".join(unsafe or named)
+            raise ValueError(
+                f"{path}: refused: torch.load(weights_only=True) does not read it, it holds objects other than "
+                f"plain containers, numbers, strings and tensors ({what}); a file is never unpickled with "
+                "weights_only=False here (a file must not run code). Re-dump it with plain values: where slime is "
+                "importable and the file is trusted, d = torch.load(PATH, weights_only=False), replace each "
+                "sample's objects by dicts, lists or numbers (spec_info: dataclasses.asdict; numpy values: "
+                ".tolist(); images: drop multimodal_inputs), then torch.save(d, PATH)") from None
+        first = next((ln for ln in text.strip().splitlines() if ln.strip()), "")[:200]
+        raise ValueError(f"{path}: not a readable torch file ({type(err).__name__}: {first})") from None
+
+
+def _scalar(v: Any) -> float | None:
+    """A number (or a one-element tensor) as a float; ``None`` for anything else."""
+    if isinstance(v, (int, float)):
+        return float(v)
+    if hasattr(v, "numel") and hasattr(v, "item"):
+        try:
+            if v.numel() == 1:
+                return float(v.item())
+        except Exception:  # noqa: BLE001 - not a number
+            return None
+    return None
+
+
+def _slime_reward(v: Any, path: Path, i: int, key: str | None, used: set[str]) -> float:
+    if v is None:
+        return np.nan
+    if isinstance(v, dict):
+        keys = [key] if key is not None else [k for k in SLIME_REWARD_KEYS if k in v]
+        if not keys or keys[0] not in v:
+            shown = ", ".join(repr(k) for k in v) or "none"
+            ask = f"no key {key!r}" if key is not None else "none of " + ", ".join(map(repr, SLIME_REWARD_KEYS))
+            raise ValueError(f"{path}: sample {i}: the reward is a dict with {ask} (its keys: {shown}); pass "
+                             "reward_column=KEY (--reward-column, slime's --reward-key) to pick the reward")
+        used.add(keys[0])
+        v = v[keys[0]]
+    r = _scalar(v)
+    if r is None:
+        raise ValueError(f"{path}: sample {i}: the reward must be a number or a dict of numbers, got "
+                         f"{type(v).__name__} {v!r:.80}")
+    return r
+
+
+def _read_slime_files(files: list[LogFile], ctx: _Context, *, group_size: int | None, reward_key: str | None) -> None:
+    """slime ``--save-debug-rollout-data``: ``{"rollout_id": int, "samples": [Sample.to_dict(), ...]}``
+    per file; step = ``rollout_id``, group = ``group_index`` (else ``index // group_size``),
+    reward = ``reward`` (a dict: at ``reward_key``), length = ``response_length``; samples with
+    ``remove_sample`` are dropped and counted."""
+    removed = 0
+    status: dict[str, int] = {}
+    used: set[str] = set()
+    by_index = False
+    for f in files:
+        blob = _slime_load(f.path)
+        if not isinstance(blob, dict) or not isinstance(blob.get("samples"), list):
+            if isinstance(blob, dict) and "rewards" in blob and "response_lengths" in blob:
+                raise ValueError(f"{f.path}: a slime dump of before 2025-07-23 (column lists 'tokens', 'rewards', "
+                                 "'response_lengths', no 'samples' and no group ids): not read; pass its rows as a "
+                                 "table (step, group, reward)")
+            keys = ", ".join(map(repr, blob)) if isinstance(blob, dict) else type(blob).__name__
+            raise ValueError(f"{f.path}: not a slime rollout dump (a dict with 'rollout_id' and 'samples', the list "
+                             f"of Sample.to_dict()); got {keys}")
+        rid = blob.get("rollout_id")
+        if isinstance(rid, bool) or not isinstance(rid, int):
+            if f.step is None:
+                raise ValueError(f"{f.path}: no step: 'rollout_id' is {rid!r} and the file name has no number")
+            rid = f.step
+        samples = blob["samples"]
+        del blob
+        n = len(samples)
+        reward = np.empty(n, np.float64)
+        length = np.full(n, np.nan)
+        gidx = np.zeros(n, np.int64)
+        sidx = np.zeros(n, np.int64)
+        keep = np.ones(n, bool)
+        has_group = True
+        no_index: int | None = None
+        for i, s in enumerate(samples):
+            if not isinstance(s, dict):
+                raise ValueError(f"{f.path}: sample {i}: a slime sample must be a dict (Sample.to_dict()), got "
+                                 f"{type(s).__name__}")
+            if s.get("remove_sample") is True:
+                keep[i] = False
+                removed += 1
+            st = s.get("status")
+            if st in ("aborted", "failed", "pending"):
+                status[st] = status.get(st, 0) + 1
+            reward[i] = _slime_reward(s.get("reward"), f.path, i, reward_key, used)
+            ln = _scalar(s.get("response_length"))
+            if ln is not None:
+                length[i] = ln
+            g = s.get("group_index")
+            if isinstance(g, int) and not isinstance(g, bool):
+                gidx[i] = g
+            else:
+                has_group = False
+            ix = s.get("index")
+            if isinstance(ix, int) and not isinstance(ix, bool):
+                sidx[i] = ix
+            elif no_index is None:
+                no_index = i
+        del samples
+        ctx.read_paths.append(str(f.path))
+        if not has_group:
+            if group_size is None:
+                raise ValueError(f"{f.path}: samples without 'group_index' (slime before 2025-10-13, or a custom "
+                                 "rollout): pass group_size=n_samples_per_prompt (--group-size) to group them by "
+                                 "index // group_size")
+            if no_index is not None:
+                raise ValueError(f"{f.path}: sample {no_index}: neither 'group_index' nor 'index' (a slime sample "
+                                 "has them): cannot tell its group")
+            gidx = sidx // group_size
+            by_index = True
+        if not keep.all():
+            reward, length, gidx = reward[keep], length[keep], gidx[keep]
+        ctx.add(np.full(len(reward), rid, np.int64), gidx, reward, length=length, split=f.split)
+    if removed:
+        ctx.counts["n_removed_samples_dropped"] = ctx.counts.get("n_removed_samples_dropped", 0) + removed
+        ctx.note(f"slime dumps: {removed:,} samples marked remove_sample (by a --rollout-sample-filter-path function: "
+                 "trained with a zero loss mask, though they entered slime's reward normalisation) were dropped and "
+                 "counted (n_removed_samples_dropped).")
+    if status:
+        ctx.note("slime dumps: samples kept with status " + ", ".join(f"{k} ({v:,})" for k, v in sorted(status.items()))
+                 + ": their reward is whatever the rollout gave them.")
+    if used:
+        ctx.note("slime dict rewards: the reward is the value at " + ", ".join(repr(k) for k in sorted(used))
+                 + ("" if reward_key is not None else " (pass reward_column, slime's --reward-key, for another key)")
+                 + ".")
+    ctx.grouping.add("prompt-blocks" if by_index else "group-column")
+    if by_index:
+        ctx.note(f"slime dumps without group_index: a group is the samples with one index // {group_size}.")
+    ctx.note(_SLIME_ADV_NOTE)
