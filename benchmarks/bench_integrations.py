@@ -6,6 +6,11 @@ builds them) and is skipped where the trainer is not installed:
 
     PYTHONPATH=. /tmp/envtest/trl/bin/python benchmarks/bench_integrations.py [--groups 512] [--G 16]
     PYTHONPATH=. /tmp/envtest/verl/bin/python benchmarks/bench_integrations.py [--groups 512] [--G 16]
+
+``--trl-step`` (TRL environment) times whole TRL steps of the ``examples/trl_grpo.py``
+configuration with ``token_diagnostics`` on and off in the same run (target: ≤ 5 % of a step):
+
+    PYTHONPATH=. /tmp/envtest/trl/bin/python benchmarks/bench_integrations.py --trl-step [--steps 40] [--runs 3]
 """
 
 from __future__ import annotations
@@ -208,12 +213,122 @@ def bench_trl(groups: int = 512, G: int = 16, repeat: int = 20, seed: int = 0) -
     return rows
 
 
+def bench_trl_token_diagnostics(steps: int = 40, runs: int = 3, seed: int = 0) -> dict[str, float]:
+    """TRL: a whole step of ``examples/trl_grpo.py``'s configuration (generation, rewards, loss,
+    backward, optimizer; tiny 2-layer Qwen2, 4 prompts x 8 completions of 4 tokens, CPU) with the
+    token diagnostics on vs off, in the same run.
+
+    Each of ``runs`` runs of ``steps`` optimizer steps switches ``trainer.rlvr_token_diagnostics``
+    at every step (on at odd steps in even runs, at even steps in odd runs), so that on and off
+    steps alternate under the same machine load.  A step's time runs from ``on_step_begin`` to
+    ``on_step_end`` (TRL's log of the step comes after it and is left out there); the first two
+    steps of each run are left out (warm-up).  The diagnostics' own time (``_rlvr_token_metrics``
+    in the loss and the log-time tracker ``_rlvr_track_entropy``) is also timed inside the on
+    steps: the overhead free of step-to-step noise.  Prints and returns ``{row: value}``.
+    """
+    if importlib.util.find_spec("trl") is None:
+        print("bench_trl_token_diagnostics: trl is not installed here; skipped")
+        return {}
+    import logging
+
+    import torch
+    import trl
+    from datasets import Dataset
+    from transformers import PrinterCallback, TrainerCallback
+    from trl import GRPOConfig
+
+    from integrations.trl import GRPOTrainer
+    from simulations.grpo.tokenizer import build_tokenizer
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "trl_grpo.py"
+    spec = importlib.util.spec_from_file_location("_rlvr_example_trl_grpo", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    class Alternate(TrainerCallback):
+        def __init__(self, trainer, phase: int):
+            self.trainer, self.phase = trainer, phase
+            self.t0, self.times = 0.0, {True: [], False: []}
+
+        def on_step_begin(self, args, state, control, **kw):
+            self.trainer.rlvr_token_diagnostics = (state.global_step + self.phase) % 2 == 1
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step > 2:
+                self.times[self.trainer.rlvr_token_diagnostics].append(time.perf_counter() - self.t0)
+
+    def one_run(tmp: str, phase: int) -> tuple[dict[bool, list[float]], float]:
+        tokenizer = build_tokenizer()
+        rng = np.random.default_rng(seed)
+        prompts = [f"{x}+{y}=" for x, y in rng.integers(0, 50, size=(64, 2))]
+        args = GRPOConfig(output_dir=tmp, use_cpu=True, seed=seed, max_steps=steps, learning_rate=3e-3,
+                          per_device_train_batch_size=32, num_generations=8, max_completion_length=4,
+                          temperature=1.0, logging_steps=1, log_completions=False, report_to=[],
+                          save_strategy="no", disable_tqdm=True, bf16=False)
+        tr = GRPOTrainer(model=example.tiny_model(tokenizer, seed), processing_class=tokenizer,
+                         reward_funcs=example.starts_with_digit, train_dataset=Dataset.from_dict({"prompt": prompts}),
+                         args=args, advantage="asym_grpo", advantage_params={"delta": 0.5})
+        spent = [0.0]
+        for name in ("_rlvr_token_metrics", "_rlvr_track_entropy"):
+            fn = getattr(tr, name)
+
+            def timed(*a, _fn=fn, **k):
+                t0 = time.perf_counter()
+                try:
+                    return _fn(*a, **k)
+                finally:
+                    spent[0] += time.perf_counter() - t0
+            setattr(tr, name, timed)
+        alt = Alternate(tr, phase)
+        tr.remove_callback(PrinterCallback)  # TRL prints every log without tqdm
+        tr.add_callback(alt)
+        tr.train()
+        return alt.times, spent[0] / (steps / 2)
+
+    quiet = [logging.getLogger(n) for n in ("transformers", "trl")]
+    levels = [lg.level for lg in quiet]
+    for lg in quiet:
+        lg.setLevel(logging.ERROR)
+    times: dict[bool, list[float]] = {True: [], False: []}
+    spent: list[float] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for r in range(runs):
+                t, s = one_run(os.path.join(tmp, str(r)), r % 2)
+                for k in times:
+                    times[k].extend(t[k])
+                spent.append(s)
+    finally:
+        for lg, lv in zip(quiet, levels):
+            lg.setLevel(lv)
+    off, on = statistics.median(times[False]), statistics.median(times[True])
+    diag = statistics.median(spent)
+    rows = {"step off (ms, median)": 1e3 * off, "step on (ms, median)": 1e3 * on, "ratio on / off": on / off,
+            "diagnostics per on step (ms)": 1e3 * diag, "diagnostics / step off": diag / off}
+    print(f"trl {trl.__version__}, torch {torch.__version__}, {torch.get_num_threads()} threads: "
+          f"examples/trl_grpo.py configuration, {runs} runs x {steps} steps, on and off alternating "
+          f"({len(times[True])} on / {len(times[False])} off steps timed)")
+    for k, v in rows.items():
+        print(f"{k:44s} {v:9.4f}")
+    print(f"token diagnostics overhead: {100 * (on / off - 1):+.1f} % of a step (medians), "
+          f"{100 * diag / off:.2f} % timed inside (target <= 5 %)")
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--groups", type=int, default=512)
     ap.add_argument("--G", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--trl-step", action="store_true",
+                    help="only the whole-step TRL timing of token_diagnostics on vs off")
+    ap.add_argument("--steps", type=int, default=40, help="--trl-step: optimizer steps per run")
+    ap.add_argument("--runs", type=int, default=3, help="--trl-step: runs (on and off alternate within each)")
     args = ap.parse_args()
+    if args.trl_step:
+        bench_trl_token_diagnostics(steps=args.steps, runs=args.runs)
+        return 0
     given = {"groups": args.groups, "G": args.G, "repeat": args.repeat}
     for name in ("bench_trl", "bench_verl"):  # whichever parts this file holds
         fn = globals().get(name)

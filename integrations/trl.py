@@ -1,11 +1,11 @@
 """Registry advantages, schedules and mass diagnostics inside TRL's ``GRPOTrainer``.
 
 :class:`GRPOTrainer` is a drop-in subclass of ``trl.GRPOTrainer`` (``pip install
-"rlvr-diagnostics[trl]"``, TRL 1.16) with six more keyword arguments: ``advantage`` /
+"rlvr-diagnostics[trl]"``, TRL 1.16) with seven more keyword arguments: ``advantage`` /
 ``advantage_params`` (a registry family, :func:`rlvr_theory.advantages.names`) or ``schedule``
-/ ``schedule_params`` (:func:`rlvr_theory.schedules.names`), ``success_threshold`` and
-``singleton``.  Everything else (generation, the loss, accelerate / DeepSpeed, vLLM,
-checkpoints) stays TRL's.
+/ ``schedule_params`` (:func:`rlvr_theory.schedules.names`), ``success_threshold``,
+``singleton`` and ``token_diagnostics``.  Everything else (generation, the loss, accelerate /
+DeepSpeed, vLLM, checkpoints) stays TRL's.
 
 Per generation batch it
 
@@ -22,6 +22,17 @@ Per generation batch it
    ``rlvr/frac_all_wrong``, ``rlvr/abs_adv_sum``, ``rlvr/solve_rate`` and a schedule's
    ``rlvr/alpha``, ``rlvr/delta``, ``rlvr/omega``.  A value that is undefined for a batch
    (``sign_ratio`` when ``m_F = 0``, masses of real rewards without a threshold) is left out.
+
+Per micro-batch of the loss (``token_diagnostics=True``, the default) it also logs
+:func:`analysis.token_entropy.token_diagnostics` as ``rlvr/token/<key>`` (``docs/token_entropy.md``),
+computed on the tensors TRL's ``_compute_loss`` already holds (no extra forward pass): the old
+log-probabilities (``per_token_logps.detach()`` when TRL skipped them), the advantages, the loss
+mask (``completion_mask`` times ``tool_mask``), TRL's token entropies, the PPO clip mask (loss
+types ``grpo``, ``bnpo``, ``dr_grpo``, ``dapo``, ``luspo``) and, in training, the learning rate of
+the step.  At each training log it puts the entropy change measured since the previous log beside
+the predictions (``rlvr/token/entropy_change_measured``, ``rlvr/token/entropy_pred_corr_cui``,
+``rlvr/token/entropy_pred_corr_fade``, :class:`analysis.token_entropy.EntropyChangeTracker` fed
+with TRL's logged ``entropy``).
 
 A schedule advances once per generation batch in training (never in evaluation), from the
 batch solve rate and TRL's logged entropy (the mean of the ``entropy`` values TRL logged since
@@ -61,11 +72,13 @@ import torch
 import trl
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from analysis.token_entropy import DIAGNOSTIC_KEYS, EntropyChangeTracker
+from analysis.token_entropy import token_diagnostics as _token_diagnostics
 from integrations.core import Policy
 from rlvr_plumbing.io import read_json_object, write_json
 from rlvr_theory import advantages as registry
 
-__all__ = ["GRPOTrainer", "STATE_FILE", "METRICS"]
+__all__ = ["GRPOTrainer", "STATE_FILE", "METRICS", "TOKEN_PREFIX", "TOKEN_TRACKED"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +98,15 @@ METRICS = {
     "rlvr/delta": "delta",
     "rlvr/omega": "omega",
 }
+
+
+#: prefix of the per-micro-batch token diagnostics: ``rlvr/token/<key of token_diagnostics>``
+TOKEN_PREFIX = "rlvr/token/"
+#: logged at each training log from the entropy TRL logged (``EntropyChangeTracker``)
+TOKEN_TRACKED = ("rlvr/token/entropy_change_measured", "rlvr/token/entropy_pred_corr_cui",
+                 "rlvr/token/entropy_pred_corr_fade")
+#: TRL 1.16 loss types with PPO's two-sided clip (``is_low_clipped | is_high_clipped``)
+_CLIPPED_LOSSES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo")
 
 
 def _trainer_args(args: tuple, kwargs: dict) -> Any:
@@ -117,6 +139,10 @@ class GRPOTrainer(trl.GRPOTrainer):
         several reward functions, weights other than 1, or a reward function with real outputs.
     singleton : {"zero", "raw"}
         Advantage of a group left with one scored completion (the others returned ``None``).
+    token_diagnostics : bool
+        Log :func:`analysis.token_entropy.token_diagnostics` of every micro-batch of the loss as
+        ``rlvr/token/<key>`` and the measured entropy change beside the predictions (default
+        True; a few elementwise passes over the micro-batch's ``[B, T]`` tensors, no forward pass).
 
     Raises
     ------
@@ -130,7 +156,12 @@ class GRPOTrainer(trl.GRPOTrainer):
 
     def __init__(self, *args: Any, advantage: str | None = None, advantage_params: dict | None = None,
                  schedule: str | None = None, schedule_params: dict | None = None,
-                 success_threshold: float | None = None, singleton: str = "zero", **kwargs: Any):
+                 success_threshold: float | None = None, singleton: str = "zero",
+                 token_diagnostics: bool = True, **kwargs: Any):
+        if not isinstance(token_diagnostics, bool):
+            raise ValueError(f"token_diagnostics must be True or False, got {token_diagnostics!r}")
+        self.rlvr_token_diagnostics = token_diagnostics
+        self._rlvr_capture: dict | None = None      # the loss's log-probs and entropies, inside _compute_loss
         sched_params = dict(schedule_params or {})
         h0 = sched_params.pop("H0", None) if schedule == "fade" else None  # FADE's initial entropy
         self._rlvr_config = dict(advantage=advantage, advantage_params=dict(advantage_params or {}),
@@ -146,6 +177,9 @@ class GRPOTrainer(trl.GRPOTrainer):
         self._rlvr_entropy_cursor = 0               # entropy values of _metrics["train"] already read
         self._rlvr_entropy_pending: list[float] = []  # read by log() before TRL cleared them
         self._rlvr_rewards: torch.Tensor | None = None
+        self.rlvr_entropy_trackers = {name: EntropyChangeTracker() for name in ("cui", "fade")}
+        self._rlvr_token_last_step = 0              # global step of the previous training log
+        self._rlvr_token_warned = False
 
     # ----------------------------------------------------------------- checks
     @staticmethod
@@ -251,6 +285,107 @@ class GRPOTrainer(trl.GRPOTrainer):
             self.rlvr_policy.load_state_dict(state)
             self._rlvr_steps = T
 
+    # ------------------------------------------------------ token diagnostics
+    def _get_per_token_logps_and_entropies(self, *args: Any, **kwargs: Any):
+        out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        cap = self._rlvr_capture
+        if cap is not None and "logps" not in cap:  # the policy's forward of the loss (the only call there)
+            cap["logps"], cap["entropies"] = out[0], out[1]
+        return out
+
+    def _compute_loss(self, model, inputs):
+        if not self.rlvr_token_diagnostics:
+            return super()._compute_loss(model, inputs)
+        self._rlvr_capture = cap = {}
+        try:
+            loss = super()._compute_loss(model, inputs)
+        finally:
+            self._rlvr_capture = None
+        if "logps" in cap:
+            self._rlvr_token_metrics(inputs, cap["logps"], cap["entropies"],
+                                     "train" if self.model.training else "eval")
+        return loss
+
+    def _rlvr_token_inputs(self, inputs: dict, logps: torch.Tensor,
+                           entropies: torch.Tensor | None, mode: str) -> dict[str, Any]:
+        """The arguments of :func:`token_diagnostics` for one micro-batch, as TRL's loss builds them."""
+        with torch.no_grad():
+            logps = logps.detach()
+            mask = inputs["completion_mask"]
+            if inputs.get("tool_mask") is not None:
+                mask = mask * inputs["tool_mask"]
+            old = inputs.get("old_per_token_logps")
+            old = logps if old is None else old.detach()
+            adv = inputs["advantages"].detach()
+            clipped = None
+            if self.loss_type in _CLIPPED_LOSSES:  # TRL's is_low_clipped | is_high_clipped
+                a2 = adv.unsqueeze(1) if adv.dim() == 1 else adv
+                log_ratio = logps - old
+                if self.importance_sampling_level == "sequence":
+                    log_ratio = ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+                coef_1 = torch.exp(log_ratio)
+                if self.args.delta is not None:
+                    coef_1 = torch.clamp(coef_1, max=self.args.delta)
+                clipped = (((coef_1 < 1 - self.epsilon_low) & (a2 < 0))
+                           | ((coef_1 > 1 + self.epsilon_high) & (a2 > 0))).expand(logps.shape)
+            lr = None
+            if mode == "train":
+                sched = getattr(self, "lr_scheduler", None)
+                lr = float(sched.get_last_lr()[0]) if sched is not None else float(self.args.learning_rate)
+        return dict(logp=old, advantages=adv, mask=mask,
+                    entropy=None if entropies is None else entropies.detach(), clipped=clipped, lr=lr)
+
+    def _rlvr_token_metrics(self, inputs: dict, logps: torch.Tensor, entropies: torch.Tensor | None,
+                            mode: str) -> None:
+        """Append ``rlvr/token/*`` of one micro-batch to ``self._metrics[mode]`` (the mean over
+        processes of each process's value under several processes)."""
+        kw = self._rlvr_token_inputs(inputs, logps, entropies, mode)
+        absent = set()
+        if kw["clipped"] is None:
+            absent |= {"cov_logp_adv_clipped", "cov_logp_adv_unclipped"}
+        if kw["entropy"] is None:
+            absent.add("entropy_mean")
+        if kw["lr"] is None:
+            absent |= {"entropy_change_pred_fade", "entropy_change_pred_cui"}
+        keys = [k for k in DIAGNOSTIC_KEYS if k not in absent]  # the same on every process
+        try:
+            d = _token_diagnostics(**kw)
+        except ValueError as err:  # e.g. a micro-batch whose mask selects no token: nothing logged
+            if not self._rlvr_token_warned:
+                logger.warning("integrations.trl: token diagnostics skipped for a micro-batch: %s", err)
+                self._rlvr_token_warned = True
+            d = {}
+        values = [float(d.get(k, math.nan)) for k in keys]
+        if self.accelerator.num_processes > 1:
+            t = torch.tensor(values, dtype=torch.float64, device=self.accelerator.device)
+            values = self.accelerator.gather(t[None]).nanmean(0).tolist()
+        metrics = self._metrics[mode]
+        for k, v in zip(keys, values):
+            if math.isfinite(v):
+                metrics[TOKEN_PREFIX + k].append(v)
+
+    def _rlvr_track_entropy(self) -> None:
+        """At a training log: TRL's window entropy into the trackers, the measured change and the
+        running correlations appended to the window's metrics (before TRL averages them)."""
+        metrics = self._metrics["train"]
+        ent = [float(v) for v in metrics.get("entropy", []) if math.isfinite(v)]
+        if not ent:
+            return
+        steps = max(1, self.state.global_step - self._rlvr_token_last_step)
+        self._rlvr_token_last_step = self.state.global_step
+        measured = math.nan
+        for name, tracker in self.rlvr_entropy_trackers.items():
+            preds = [float(v) for v in metrics.get(f"{TOKEN_PREFIX}entropy_change_pred_{name}", [])
+                     if math.isfinite(v)]
+            # the window's optimizer steps each predicted about the mean micro-batch prediction
+            p = steps * sum(preds) / len(preds) if preds else math.nan
+            measured = float(tracker.update([sum(ent) / len(ent)], [p])[0])
+            corr = tracker.correlation
+            if math.isfinite(corr):
+                metrics[f"{TOKEN_PREFIX}entropy_pred_corr_{name}"].append(corr)
+        if math.isfinite(measured):
+            metrics[f"{TOKEN_PREFIX}entropy_change_measured"].append(measured)
+
     # ---------------------------------------------------------------- entropy
     def _rlvr_unread_entropy(self) -> list[float]:
         values = self._metrics["train"].get("entropy", [])
@@ -270,6 +405,8 @@ class GRPOTrainer(trl.GRPOTrainer):
         train = self.model.training
         if train:  # TRL clears the train metrics: keep the entropy values not read yet
             self._rlvr_entropy_pending.extend(self._rlvr_unread_entropy())
+            if self.rlvr_token_diagnostics:
+                self._rlvr_track_entropy()
         super().log(logs, start_time)
         if train:
             self._rlvr_entropy_cursor = 0
@@ -279,7 +416,9 @@ class GRPOTrainer(trl.GRPOTrainer):
         pending = self._rlvr_entropy_pending + [
             float(v) for v in self._metrics["train"].get("entropy", [])[self._rlvr_entropy_cursor:]]
         return {"policy": self.rlvr_policy.state_dict(), "name": self.rlvr_policy.name,
-                "generation_batches": self._rlvr_steps, "entropy_pending": pending}
+                "generation_batches": self._rlvr_steps, "entropy_pending": pending,
+                "entropy_trackers": {k: t.state_dict() for k, t in self.rlvr_entropy_trackers.items()},
+                "token_last_step": self._rlvr_token_last_step}
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
@@ -301,6 +440,10 @@ class GRPOTrainer(trl.GRPOTrainer):
         try:
             self.rlvr_policy.load_state_dict(doc["policy"])
             self._rlvr_entropy_pending = [float(v) for v in doc.get("entropy_pending", [])]
+            for k, st in doc.get("entropy_trackers", {}).items():  # absent in older checkpoints
+                if k in self.rlvr_entropy_trackers:
+                    self.rlvr_entropy_trackers[k].load_state_dict(st)
+            self._rlvr_token_last_step = int(doc.get("token_last_step", self._rlvr_token_last_step))
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"resume_from_checkpoint: {path!r} does not hold the state of "
                              f"{self.rlvr_policy.name!r}: {err}") from None
