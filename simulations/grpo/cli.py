@@ -161,10 +161,28 @@ def _cmd_grpo(args: argparse.Namespace) -> int:
         kw = {**saved, **kw}
     else:
         _task_of_init(kw)
-    out = train(GRPOConfig(**kw))
+    cfg = GRPOConfig(**kw)
+    out = train(cfg)
     last = sorted(out.glob("checkpoint-*"))
+    stop = _guard_stop(out, last[-1] if last else None)
+    if stop is not None:
+        print(f"{PROG}: grpo: stopped by --guard at step {stop['step']} ({stop['rule']}: {stop['message']}) -> "
+              f"{last[-1]}; continue with: {PROG} grpo --out {out} --resume")
+        return 0
     print(f"{PROG}: grpo: done -> {last[-1] if last else out}")
     return 0
+
+
+def _guard_stop(out: Path, last: Path | None) -> dict[str, Any] | None:
+    """The guard's ``stop`` record at the step of the last checkpoint ``last`` (``None``: the run
+    was not stopped by its guard)."""
+    from analysis.audit.trainer_log import find_alerts, read_alerts
+
+    if last is None:
+        return None
+    step = int(last.name.rsplit("-", 1)[-1])
+    stops = [a for a in read_alerts(find_alerts([out])) if a.get("action") == "stop" and a["step"] == step]
+    return stops[0] if stops else None
 
 
 def _rare_set(cfg: EvalConfig, task: Any) -> Any:

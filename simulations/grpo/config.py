@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis.guardrails import ACTIONS, Guard
 from rlvr_plumbing import checks
 from rlvr_plumbing.io import check_out, read_json_object
 from rlvr_plumbing.runtime import check_memory, resolve_device
@@ -61,7 +62,7 @@ OPTIMIZERS = ("adamw", "sgd")
 #: GRPO settings that may differ between a run and its resumption
 #: (``out`` too: a run directory that was moved or copied is resumed where it is now)
 RESUMABLE_CHANGES = ("steps", "checkpoint_every", "log_every", "quiet", "threads", "resume", "out", "overwrite",
-                     "rollout_log", "head_alignment", "entropy_check")
+                     "rollout_log", "head_alignment", "entropy_check", "guard", "guard_action")
 
 #: rewards are refused beyond ±REWARD_LIMIT, and a gap R_c − R_w below 1/REWARD_LIMIT: the batch means
 #: and standard deviations of the advantages stay finite and non-zero in float64
@@ -206,7 +207,8 @@ def read_run_settings(run_dir: str | os.PathLike, cls: type | None = None) -> di
 #: them stands for (their defaults: the behaviour before they existed)
 LATER_SETTINGS = {"dynamic_sampling": False, "max_refill_rounds": 8, "drop_easiest": 0.0,
                   "filter_queries": 256, "filter_samples": 8, "mu": 0.0, "memory_lr": None, "memory_preset": None,
-                  "head_alignment": False, "optimizer": "adamw", "entropy_check": False}
+                  "head_alignment": False, "optimizer": "adamw", "entropy_check": False, "guard": None,
+                  "guard_action": "log"}
 
 #: settings that a run_config.json may lack (added after runs were first written)
 _OPTIONAL_SAVED = frozenset({"overwrite", "rollout_log", *LATER_SETTINGS})
@@ -409,6 +411,13 @@ class GRPOConfig(RunSettings):
                 "update, beside the change measured on the same batch after it (H: mean token entropy of the "
                 "step's responses; computed on a float64 copy of the policy: one more forward and backward pass "
                 "before the update, one forward pass after it)"})
+    guard: str | None = field(default=None, metadata={
+        "help": "guardrails over each step's metrics (analysis.guardrails, docs/guardrails.md): a preset "
+                "(default) or a JSON rules file", "default_text": "off"})
+    guard_action: str = field(default="log", metadata={
+        "help": "what --guard does when a rule fires: log it, alert (also append it to RUN_DIR/rlvr_alerts.jsonl), "
+                "or stop (also save a checkpoint at that step and end the run; --resume continues it)",
+        "choices": ("log", "alert", "stop")})
     checkpoint_every: int = field(default=50, metadata={"help": "save a checkpoint every k steps (and at the end)"})
     log_every: int = field(default=10, metadata={"help": "rewrite the metrics files every k steps"})
     resume: bool = field(default=False, metadata={
@@ -458,6 +467,7 @@ class GRPOConfig(RunSettings):
         checks.choice("optimizer", self.optimizer, OPTIMIZERS)
         if not isinstance(self.entropy_check, bool):
             raise ValueError(f"entropy_check must be True or False, got {self.entropy_check!r}")
+        self.make_guard()  # an unknown preset, a missing file or a bad rule is refused here
         self._validate_common(resume=self.resume)
         n = self.batch_size * self.group_size
         self._check_memory(task, sequences=n, new_tokens=self.max_new_tokens or task.max_answer_len() + 2,
@@ -465,6 +475,15 @@ class GRPOConfig(RunSettings):
                            memory_preset=(self.memory_preset or next(iter(models.PRESETS))) if self.mu > 0 else None,
                            entropy_check=self.entropy_check, what=f"the GRPO run (--batch-size {self.batch_size} x --group-size {self.group_size})")
         return task, adv
+
+    def make_guard(self) -> Guard | None:
+        """The run's :class:`analysis.guardrails.Guard` (``None`` without ``guard``)."""
+        checks.choice("guard_action", self.guard_action, ACTIONS)
+        if self.guard is None:
+            return None
+        if not isinstance(self.guard, str):
+            raise ValueError(f"guard must be a preset name or a path, got {self.guard!r}")
+        return Guard.from_spec(self.guard, action=self.guard_action)
 
     def make_policy(self, H0: float | None = None) -> Policy:
         """The run's :class:`rlvr_theory.policy.Policy`: the ``schedule`` with ``params`` (``H0``:

@@ -76,6 +76,11 @@ token entropy of the step's responses) and the change ``H(θ + Δθ) − H(θ)``
 (:data:`ENTROPY_CHECK_COLUMNS`; one forward and backward pass before the update, one forward pass
 after it); training is unchanged.
 
+Guardrails (``guard``, off by default; ``docs/guardrails.md``): after each step's metrics row an
+:class:`analysis.guardrails.Guard` checks its rules (:func:`check_guard`); with ``guard_action``
+``alert`` or ``stop`` the alerts go to ``rlvr_alerts.jsonl``, and ``stop`` saves a checkpoint of
+that step and ends the run (``resume`` continues it).
+
 ``resume=True`` restarts from the last complete checkpoint of ``out``: model, optimizer,
 learning-rate schedule, the numpy and torch generators, the advantage Policy's state (also
 from a checkpoint written before the trainer held a Policy: ``schedule_kwargs`` and
@@ -87,6 +92,7 @@ was not interrupted (tested).  The settings are :class:`~simulations.grpo.config
 from __future__ import annotations
 
 import copy
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -96,6 +102,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from analysis.guardrails import Alert, Guard, append_alerts, drop_alerts_after
 from analysis.spectra import successive_alignment
 from analysis.token_entropy import EntropyChangeTracker, token_diagnostics
 from rlvr_plumbing.io import atomic_dir
@@ -382,6 +389,8 @@ class _Run:
     prev_head_grad: torch.Tensor | None = None
     step: int = 0                       # the step being run (named if the run diverges)
     check_model: Any = None             # entropy_check: the float64 copy of the policy
+    guard: Guard | None = None          # --guard: the rules over each step's metrics
+    stopped: list[Alert] = field(default_factory=list)  # --guard-action stop: the alerts that stopped the run
     entropy_trackers: dict[str, EntropyChangeTracker] = field(
         default_factory=lambda: {name: EntropyChangeTracker() for name in _PREDICTIONS})
 
@@ -448,6 +457,7 @@ def _train(cfg: GRPOConfig, task: tasks.Task, callback: Callable[[StepRecord], N
         if cfg.resume:  # resumed before its first checkpoint: from step 0
             run.log.write()
             _drop_rollout_logs_after(run.out, 0)
+            drop_alerts_after(run.out, 0)
     from tqdm.auto import tqdm
 
     bar = tqdm(total=cfg.steps, initial=start, desc="grpo", disable=cfg.quiet, leave=False)
@@ -460,6 +470,8 @@ def _train(cfg: GRPOConfig, task: tasks.Task, callback: Callable[[StepRecord], N
 
     def steps(span: range) -> None:
         for step in span:
+            if run.stopped:
+                return
             record = one_step(step)
             if callback is not None:
                 callback(record)
@@ -475,13 +487,14 @@ def _train(cfg: GRPOConfig, task: tasks.Task, callback: Callable[[StepRecord], N
                 run.run_dir = run.log.run_dir = tmp
                 _start_files(run, tmp)
                 steps(range(1, first))
-                held.append(one_step(first))  # its callback runs once the run is under out
+                if not run.stopped:  # a guard's stop before the first checkpoint saved its own
+                    held.append(one_step(first))  # its callback runs once the run is under out
             try:
                 atomic_dir(run.out, build)
             finally:
                 run.run_dir = run.log.run_dir = run.out
             started = True
-            if callback is not None:
+            if callback is not None and held:
                 callback(held[0])
             start = first
         steps(range(start + 1, cfg.steps + 1))
@@ -490,6 +503,10 @@ def _train(cfg: GRPOConfig, task: tasks.Task, callback: Callable[[StepRecord], N
         raise _diverged_error(run, err, started) from None
     bar.close()
     run.log.write()
+    if run.stopped:
+        a = run.stopped[0]
+        print(f"grpo: the guard stopped the run at step {a.step} ({'; '.join(f'{x.rule}: {x.message}' for x in run.stopped)}); "
+              f"checkpoint {ck.checkpoint_name(a.step)} saved, continue with --resume", file=sys.stderr)
     return run.out
 
 
@@ -502,7 +519,11 @@ def _step(run: _Run, step: int) -> StepRecord:
     scores = score(run, batch, lp, step)            # 2, 4. rewards, advantages (the Policy), masses
     upd = update(run, batch, lp, scores)            # 5. μ epochs of minibatch updates
     row = log_step(run, step, batch, lp, scores, upd, time.perf_counter() - t0)  # 6. metrics
-    if step % run.cfg.checkpoint_every == 0 or step == run.cfg.steps:
+    check_guard(run, step, row)                     # --guard: its rules over the metrics so far
+    due = step % run.cfg.checkpoint_every == 0 or step == run.cfg.steps
+    if run.stopped and not due:
+        run.log.write()  # the metrics cover the checkpoint the guard's stop leaves
+    if due or run.stopped:
         save_checkpoint(run, step)
     return StepRecord(step, scores.rewards, scores.A, scores.advantage, scores.lengths, row)
 
@@ -540,7 +561,7 @@ def _setup(cfg: GRPOConfig, task: tasks.Task) -> tuple[_Run, tuple[int, Path] | 
     policy = cfg.make_policy() if cfg.schedule is None else None
     log = ck.MetricsLog(out, [c for c in METRIC_COLUMNS if cfg.head_alignment or c not in HEAD_ALIGNMENT_COLUMNS])
     run = _Run(cfg, task, out, out, dev, max_new, model, tok, ref, head0, head_grad, train_set, query_filter,
-               opt, lr_sched, memory, np_rng, gen, policy, log, check_model=check_model)
+               opt, lr_sched, memory, np_rng, gen, policy, log, check_model=check_model, guard=cfg.make_guard())
     if cfg.resume:
         _start_files(run, out)  # a preset's initial model if it is missing; the query filter (the same set)
     return run, resume_from
@@ -586,6 +607,9 @@ def _resume(run: _Run, start: int, path: Path) -> int:
     run.log.load(max_step=start)
     _restore_trackers(run, state)
     _drop_rollout_logs_after(run.out, start)
+    drop_alerts_after(run.out, start)
+    if run.guard is not None:
+        run.guard.replay(run.log.rows)  # a rule firing at the checkpoint counts as reported
     if len(run.log) != start:
         raise ValueError(f"resume: metrics.jsonl in {str(run.out)!r} has {len(run.log)} rows up to step {start}, "
                          f"expected {start}")
@@ -895,6 +919,21 @@ def log_step(run: _Run, step: int, batch: _Batch, lp: _LogProbs, scores: _Scores
     if step % cfg.checkpoint_every == 0 or step == cfg.steps or step % cfg.log_every == 0:
         run.log.write()  # before the checkpoint: metrics always cover the last checkpoint
     return row
+
+
+def check_guard(run: _Run, step: int, row: dict[str, Any]) -> None:
+    """``--guard``: the step's row to the guard; each alert of a rule that starts firing is
+    printed (``log``), also appended to ``rlvr_alerts.jsonl`` (``alert``), and with ``stop`` the
+    run ends after this step's checkpoint (:attr:`_Run.stopped`)."""
+    if run.guard is None:
+        return
+    alerts = run.guard.update(step, row)
+    for a in alerts:
+        print(f"grpo: guard: step {a.step}: {a.rule}: {a.message}", file=sys.stderr)
+    if alerts and run.guard.action in ("alert", "stop"):
+        append_alerts(run.run_dir, alerts)
+    if alerts and run.guard.action == "stop":
+        run.stopped = alerts
 
 
 def save_checkpoint(run: _Run, step: int) -> None:
