@@ -103,6 +103,11 @@ VOCABULARY: dict[str, str] = {
     "loss": "the training loss the trainer reports",
     "grad_norm": "gradient norm (before clipping)",
     "lr": "learning rate",
+    "m_S": "gradient mass on successes, mean over groups (the adapters' rlvr/m_S; FADE Eq. 3)",
+    "m_F": "gradient mass on failures, mean over groups (rlvr/m_F)",
+    "sign_ratio": "m_S / m_F (rlvr/sign_ratio)",
+    "cov_logp_adv": "centred token covariance of log pi and the advantage (analysis.token_entropy; Cui et al.)",
+    "entropy_drift_fade": "FADE's drift A_bar*H - Cov(A, log pi) per unit learning rate (analysis.token_entropy)",
 }
 
 #: where a column may be named: ``step`` and these (in this order of preference)
@@ -150,6 +155,12 @@ _TRL: dict[str, tuple[str, ...]] = {
     "loss": ("loss",),
     "grad_norm": ("grad_norm",),
     "lr": ("learning_rate",),
+    # this toolkit's TRL adapter (integrations.trl: rlvr/* masses, rlvr/token/* diagnostics)
+    "m_S": ("rlvr/m_S",),
+    "m_F": ("rlvr/m_F",),
+    "sign_ratio": ("rlvr/sign_ratio",),
+    "cov_logp_adv": ("rlvr/token/cov_logp_adv",),
+    "entropy_drift_fade": ("rlvr/token/entropy_drift_fade",),
 }
 #: transformers' ``speed_metrics`` of an evaluation: not validation metrics
 _TRL_EVAL_SPEED = ("runtime", "samples_per_second", "steps_per_second")
@@ -180,6 +191,9 @@ _VERL: dict[str, tuple[str, ...]] = {
     "loss": ("actor/loss",),
     "grad_norm": ("actor/grad_norm",),
     "lr": ("actor/lr",),
+    # this toolkit's policy loss rlvr_diagnosed (integrations.verl); verl prefixes actor metrics
+    "cov_logp_adv": ("actor/rlvr/token/cov_logp_adv", "rlvr/token/cov_logp_adv"),
+    "entropy_drift_fade": ("actor/rlvr/token/entropy_drift_fade", "rlvr/token/entropy_drift_fade"),
 }
 
 #: prime-rl (github PrimeIntellect-ai/prime-rl 559b447): src/prime_rl/trainer/rl/train.py

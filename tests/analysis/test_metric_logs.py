@@ -513,3 +513,15 @@ def test_format_given_and_repr(trl_run, tmp_path):
         read_metrics(p, format="trl", arg="--metrics")
     with pytest.raises(ValueError, match=r"format must be one of"):
         read_metrics(p, format="tensorboard")
+
+
+def test_the_adapters_own_metrics_are_read(tmp_path):
+    # integrations.trl logs rlvr/* masses and rlvr/token/* diagnostics into TRL's log_history
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"global_step": 2, "log_history": [
+        {"step": 1, "entropy": 1.0, "rlvr/m_S": 0.25, "rlvr/m_F": 0.5, "rlvr/sign_ratio": 0.5,
+         "rlvr/token/cov_logp_adv": 0.03},
+        {"step": 2, "entropy": 0.9, "rlvr/m_S": 0.2, "rlvr/m_F": 0.4, "rlvr/sign_ratio": 0.5,
+         "rlvr/token/cov_logp_adv": 0.02}]}))
+    f = M.read_metrics(tmp_path).frame
+    assert f["m_S"].tolist() == [0.25, 0.2] and f["sign_ratio"].tolist() == [0.5, 0.5]
+    assert f["cov_logp_adv"].tolist() == [0.03, 0.02]
