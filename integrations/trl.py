@@ -70,15 +70,19 @@ from typing import Any
 import numpy as np
 import torch
 import trl
+from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from analysis.audit.metric_logs import TRAINER_NAMES
+from analysis.guardrails import Guard, append_alerts, drop_alerts_after
 from analysis.token_entropy import DIAGNOSTIC_KEYS, EntropyChangeTracker
 from analysis.token_entropy import token_diagnostics as _token_diagnostics
 from integrations.core import Policy
 from rlvr_plumbing.io import read_json_object, write_json
 from rlvr_theory import advantages as registry
 
-__all__ = ["GRPOTrainer", "STATE_FILE", "METRICS", "TOKEN_PREFIX", "TOKEN_TRACKED"]
+__all__ = ["GRPOTrainer", "GuardCallback", "guard_metrics", "STATE_FILE", "METRICS", "TOKEN_PREFIX",
+           "TOKEN_TRACKED"]
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +143,9 @@ class GRPOTrainer(trl.GRPOTrainer):
         several reward functions, weights other than 1, or a reward function with real outputs.
     singleton : {"zero", "raw"}
         Advantage of a group left with one scored completion (the others returned ``None``).
+    guard : str, path, Guard, optional
+        Add :class:`GuardCallback` with this guard: a preset name (``"default"``), the path of a
+        JSON rules file (:meth:`analysis.guardrails.Guard.from_spec`) or a ``Guard``.
     token_diagnostics : bool
         Log :func:`analysis.token_entropy.token_diagnostics` of every micro-batch of the loss as
         ``rlvr/token/<key>`` and the measured entropy change beside the predictions (default
@@ -157,7 +164,8 @@ class GRPOTrainer(trl.GRPOTrainer):
     def __init__(self, *args: Any, advantage: str | None = None, advantage_params: dict | None = None,
                  schedule: str | None = None, schedule_params: dict | None = None,
                  success_threshold: float | None = None, singleton: str = "zero",
-                 token_diagnostics: bool = True, **kwargs: Any):
+                 token_diagnostics: bool = True, guard: Any = None, **kwargs: Any):
+        guard_callback = None if guard is None else GuardCallback(guard)  # refused before the model loads
         if not isinstance(token_diagnostics, bool):
             raise ValueError(f"token_diagnostics must be True or False, got {token_diagnostics!r}")
         self.rlvr_token_diagnostics = token_diagnostics
@@ -180,6 +188,9 @@ class GRPOTrainer(trl.GRPOTrainer):
         self.rlvr_entropy_trackers = {name: EntropyChangeTracker() for name in ("cui", "fade")}
         self._rlvr_token_last_step = 0              # global step of the previous training log
         self._rlvr_token_warned = False
+        self.rlvr_guard_callback = guard_callback
+        if guard_callback is not None:
+            self.add_callback(guard_callback)
 
     # ----------------------------------------------------------------- checks
     @staticmethod
@@ -448,3 +459,106 @@ class GRPOTrainer(trl.GRPOTrainer):
             raise ValueError(f"resume_from_checkpoint: {path!r} does not hold the state of "
                              f"{self.rlvr_policy.name!r}: {err}") from None
         self._rlvr_entropy_cursor = 0
+
+
+# ------------------------------------------------------------------ guardrails
+#: the ``rlvr/*`` names this adapter logs that the guard's rules read, by our vocabulary
+#: (:mod:`analysis.audit.metric_logs` maps TRL's own names, not these)
+#: this adapter's names the metric-log vocabulary does not hold (its masses and token diagnostics it does)
+_RLVR_GUARD_NAMES = {"frac_all_correct": "rlvr/frac_all_correct", "frac_all_wrong": "rlvr/frac_all_wrong",
+                     "solve_rate": "rlvr/solve_rate"}
+
+
+def guard_metrics(logs: dict[str, Any]) -> dict[str, float]:
+    """One training log of TRL (``on_log``'s ``logs``, a ``log_history`` entry) in the guard's
+    vocabulary: TRL's names by :mod:`analysis.audit.metric_logs`' TRL map (``entropy``,
+    ``frac_reward_zero_std`` → ``frac_zero_std``, ``sampling/importance_sampling_ratio/max`` →
+    ``seq_is_ratio_max``, this adapter's ``rlvr/m_S``, ``rlvr/sign_ratio``,
+    ``rlvr/token/cov_logp_adv``, ...), then ``rlvr/frac_all_correct``, ``rlvr/frac_all_wrong`` and
+    ``rlvr/solve_rate`` without their prefix.
+
+    >>> guard_metrics({"entropy": 2.0, "frac_reward_zero_std": 0.5, "rlvr/m_S": 0.3, "loss": 0.1})
+    {'entropy': 2.0, 'frac_zero_std': 0.5, 'loss': 0.1, 'm_S': 0.3}
+    """
+    out: dict[str, float] = {}
+    for ours, names in (*TRAINER_NAMES["trl"].items(), *((k, (v,)) for k, v in _RLVR_GUARD_NAMES.items())):
+        for name in names:
+            if name in logs and ours not in out:
+                try:
+                    out[ours] = float(logs[name])
+                except (TypeError, ValueError):
+                    pass
+                break
+    return out
+
+
+def _as_guard(guard: Any) -> Guard:
+    if isinstance(guard, Guard):
+        return guard
+    if isinstance(guard, (str, os.PathLike)):
+        return Guard.from_spec(os.fspath(guard))
+    raise ValueError(f"guard: expected a preset name, the path of a rules file or a Guard, got {guard!r}")
+
+
+def _is_training_log(logs: dict[str, Any]) -> bool:
+    """A per-step training log (not an evaluation's ``eval_*`` nor the end-of-train summary)."""
+    return not any(k.startswith("eval_") or k in ("train_runtime", "train_loss") for k in logs)
+
+
+class GuardCallback(TrainerCallback):
+    """Runs a :class:`analysis.guardrails.Guard` on TRL's training logs.
+
+    At each training log (``on_log``; evaluation logs and the end-of-train summary are skipped)
+    the metrics, in the guard's vocabulary (:func:`guard_metrics`), go to ``guard.update(
+    state.global_step, metrics)``.  Each alert of a rule that starts firing is logged (warning);
+    with the action ``alert`` or ``stop`` it is also appended to ``OUTPUT_DIR/rlvr_alerts.jsonl``
+    (:func:`analysis.guardrails.append_alerts`, main process only; read back by
+    :func:`analysis.audit.trainer_log.read_alerts`); with ``stop`` the callback sets
+    ``control.should_save`` and ``control.should_training_stop``: transformers calls ``on_log``
+    before its save in ``_maybe_log_save_evaluate``, so ``checkpoint-N`` of that step is written and
+    the run ends cleanly.  :attr:`stopped` holds the alerts that stopped it.
+
+    On ``train(resume_from_checkpoint=...)`` the checkpoint's ``log_history`` is replayed
+    (:meth:`Guard.replay`: a rule firing at the checkpoint counts as reported, so the run goes on)
+    and alert lines of later steps are dropped (:func:`analysis.guardrails.drop_alerts_after`).
+    Every process runs the same guard on the same (reduced) logs, so all of them stop together.
+
+    Parameters
+    ----------
+    guard : Guard, str or path
+        A ``Guard``, a preset name (``"default"``) or the path of a JSON rules file.
+    """
+
+    def __init__(self, guard: Any = "default"):
+        self.guard = _as_guard(guard)
+        self.stopped: list = []
+        self._last_step = -1
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step > 0 and self._last_step < 0:  # resumed from a checkpoint
+            rows = [{**guard_metrics(h), "step": int(h["step"])} for h in state.log_history
+                    if "step" in h and int(h["step"]) <= state.global_step and _is_training_log(h)]
+            self.guard.replay(rows)
+            self._last_step = state.global_step
+            if state.is_world_process_zero:
+                drop_alerts_after(args.output_dir, state.global_step)
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or not _is_training_log(logs) or state.global_step <= self._last_step:
+            return control
+        self._last_step = state.global_step
+        alerts = self.guard.update(state.global_step, guard_metrics(logs))
+        if not alerts:
+            return control
+        if state.is_world_process_zero:
+            for a in alerts:
+                logger.warning("guard (%s) at step %d: %s: %s", a.action, a.step, a.rule, a.message)
+            if self.guard.action in ("alert", "stop"):
+                os.makedirs(args.output_dir, exist_ok=True)
+                append_alerts(args.output_dir, alerts)
+        if self.guard.action == "stop":
+            self.stopped = alerts
+            control.should_save = True
+            control.should_training_stop = True
+        return control

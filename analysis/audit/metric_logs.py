@@ -69,7 +69,7 @@ from rlvr_plumbing import checks
 
 from .readers import _check_steps  # the one check of steps=(first, last), shared with the rollout readers
 
-__all__ = ["METRIC_FORMATS", "VOCABULARY", "MetricLog", "find_metric_files", "is_metric_file",
+__all__ = ["METRIC_FORMATS", "VOCABULARY", "TRAINER_NAMES", "MetricLog", "find_metric_files", "is_metric_file",
            "detect_metric_format", "read_metrics", "parse_metric_map"]
 
 #: the formats :func:`read_metrics` knows
@@ -220,6 +220,9 @@ _PRIME: dict[str, tuple[str, ...]] = {
 #: TRL's names as its ``WandbCallback`` logs them (transformers ``rewrite_logs``: ``train/``, ``eval/``)
 _TRL_WANDB = {ours: tuple("train/" + n for n in names) for ours, names in _TRL.items()}
 _TRAINER_MAPS = {"trl": _TRL, "verl": _VERL, "prime-rl": _PRIME}
+#: each trainer's names of our columns (ours -> theirs, first present wins): read-only use, e.g. the
+#: TRL guard callback of :mod:`integrations.trl` maps a live log with it
+TRAINER_NAMES = _TRAINER_MAPS
 
 
 def _val_trl(name: str) -> str | None:
