@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("eval", help="held-out pass@k (or greedy accuracy) and answer/token entropy of a checkpoint")
     e.add_argument("checkpoint", help="checkpoint directory")
     add_run_settings(e, EvalConfig, required=())
+    runner.add_param_option(e, of="advantage of --triage")
     e.set_defaults(func=_cmd_eval)
 
     w = sub.add_parser("sweep", help="AsymGRPO δ ∈ {0.5,1,2} and FADE from one SFT checkpoint + output-head table",
@@ -217,9 +218,17 @@ def _rare_set(cfg: EvalConfig, task: Any) -> Any:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate, load_task, write_result
+    from .evaluate import add_triage, check_triage, evaluate, load_task, write_result
 
-    cfg = EvalConfig(**runner.given_settings(args, EvalConfig))
+    kw = runner.given_settings(args, EvalConfig)
+    if args.param is not None:
+        kw["params"] = runner.parse_params(args.param)
+    cfg = EvalConfig(**kw)
+    if cfg.triage is None and (cfg.params or "advantage" in kw):
+        raise ValueError("advantage: it and --param choose the advantage of --triage G; give --triage")
+    if cfg.triage is not None:  # before the evaluation, which may take long
+        check_triage(cfg.triage, n=cfg.n, k=cfg.k, temperature=cfg.temperature, advantage=cfg.advantage,
+                     params=cfg.params)
     if cfg.out is not None:  # before the evaluation, which may take long
         check_out(cfg.out, markers=EVAL_FILES[:1], overwrite=bool(cfg.overwrite))
     task = load_task(cfg.checkpoint, cfg.task, cfg.difficulty) if (cfg.task or cfg.difficulty) else None
@@ -241,6 +250,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     if res.delta_nll_rare is not None:
         print(f"ΔNLL_rare       {res.delta_nll_rare:+.4f} nats/token ({len(rare.prompts)} rare correct solutions, "
               f"base NLL {float(rare.base_nll.mean()):.4f})")
+    if cfg.triage is not None:
+        print(add_triage(res, cfg.triage, cfg.advantage, cfg.params).to_string())
     if cfg.out is not None:
         write_result(res, cfg.out, overwrite=bool(cfg.overwrite))
     return 0

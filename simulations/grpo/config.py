@@ -554,6 +554,14 @@ class EvalConfig:
     nll_rare_samples: int = field(default=800, metadata={"help": "base-model samples per prompt of the rare set"})
     nll_rare_fraction: float = field(default=0.01, metadata={
         "help": "share of the correct samples, highest base NLL first, kept in the rare set"})
+    triage: int | None = field(default=None, metadata={
+        "help": "planned GRPO group size G (<= n): pre-RL triage of the sampled problems (analysis.triage: "
+                "zero-signal share, expected masses, no-signal prompts), printed and added to eval.json",
+        "default_text": "no triage"})
+    advantage: str = field(default="grpo", metadata={
+        "help": "advantage family of --triage (rlvr-theory list), with --param NAME=VALUE"})
+    params: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "parameters of the --triage advantage (--param NAME=VALUE)"})
 
 
 @dataclass

@@ -59,7 +59,8 @@ from . import models, rollout, tasks
 from .config import EVAL_FILES, EvalConfig
 
 __all__ = ["EvalResult", "evaluate", "greedy_decode", "answer_entropy", "load_task", "RareSet", "rare_correct_set",
-           "sequence_nll", "delta_nll_rare"]
+           "sequence_nll", "delta_nll_rare",
+           "add_triage", "check_triage"]
 
 
 @dataclass
@@ -85,6 +86,9 @@ class EvalResult:
     #: this checkpoint, and its increase over the base model (F-GRPO App. F.2); ``None`` otherwise
     nll_rare: float | None = None
     delta_nll_rare: float | None = None
+    #: with :func:`add_triage`: the pre-RL triage summary (:meth:`analysis.triage.Triage.summary`) and the
+    #: policy entropies; ``None`` otherwise
+    triage: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         out = {"checkpoint": self.checkpoint, "task": self.task, "n": self.n, "problems": self.problems,
@@ -93,6 +97,8 @@ class EvalResult:
                "solve_rate": self.solve_rate, "decoding": self.decoding, "greedy_accuracy": self.greedy_accuracy}
         if self.delta_nll_rare is not None:
             out["nll_rare"], out["delta_nll_rare"] = self.nll_rare, self.delta_nll_rare
+        if self.triage is not None:
+            out["triage"] = self.triage
         return out
 
 
@@ -555,3 +561,46 @@ def write_result(res: EvalResult, out: str | os.PathLike, *, overwrite: bool = F
         ck.write_json(tmp / "eval.json", res.summary())
         res.per_problem.to_csv(tmp / "per_problem.csv", index=False)
     return atomic_dir(out, fill, markers=None if overwrite else EVAL_FILES[:1])
+
+
+def check_triage(G: Any, *, n: int | None, k: Sequence[int], temperature: float, advantage: Any = "grpo",
+                 params: dict[str, Any] | None = None) -> Any:
+    """The advantage of a triage at group size ``G`` of an evaluation with these settings, checked before
+    any sampling: ``G <= n`` (``n`` defaults to ``max(k)``), sampled decoding, a group-level family."""
+    from analysis.triage import resolve_advantage
+    from rlvr_theory import masses
+
+    G = checks.integer("triage", G, low=1)
+    if checks.number("temperature", temperature, low=0) == 0:
+        raise ValueError("triage needs sampled completions (temperature > 0): greedy decoding gives one "
+                         "completion per problem")
+    nn = max(checks.integer("k", x, low=1) for x in k) if n is None else checks.integer("n", n, low=1)
+    if G > nn:
+        raise ValueError(f"triage must be <= n = {nn} (samples per problem: each group of G is drawn from them), "
+                         f"got {G}; raise --n")
+    try:
+        adv = resolve_advantage(advantage, params)
+    except ValueError as err:
+        raise ValueError(f"param: {err}") from None
+    if adv.batch_level:
+        raise ValueError(f"advantage: {adv!r} is batch-level; the triage needs a group-level family")
+    masses.check_group_size(G, adv)
+    return adv
+
+
+def add_triage(res: EvalResult, G: int, advantage: Any = "grpo", params: dict[str, Any] | None = None) -> Any:
+    """Pre-RL triage (:func:`analysis.triage.triage`) of an evaluation's per-problem successes at group
+    size ``G``: sets ``res.triage`` (its summary with the answer and token entropies of the policy) and
+    adds the per-problem columns ``p_zero_signal``, ``triage_m_S``, ``triage_m_F``; returns the
+    :class:`~analysis.triage.Triage`."""
+    from analysis.triage import triage
+
+    adv = check_triage(G, n=res.n, k=[1], temperature=1.0 if res.decoding == "sample" else 0.0,
+                       advantage=advantage, params=params)
+    table = res.per_problem
+    t = triage(table["n"].to_numpy(), table["correct"].to_numpy(), G, adv)
+    table["p_zero_signal"] = t.per_prompt["p_zero_signal"].to_numpy()
+    table["triage_m_S"] = t.per_prompt["m_S"].to_numpy()
+    table["triage_m_F"] = t.per_prompt["m_F"].to_numpy()
+    res.triage = {**t.summary(), "answer_entropy": res.answer_entropy, "token_entropy": res.token_entropy}
+    return t
