@@ -368,7 +368,8 @@ def _run(args: argparse.Namespace) -> int:
                 "masses, solve rates and the zero-signal cross-check)."]}
         if metric_log is not None or alerts:
             rsteps = None
-            if doc["steps"] and "frac_equal_rewards" in doc["steps"][0]:
+            # the trainer's frac_zero_std is of its training batches: compared with training rollouts only
+            if doc["steps"] and "frac_equal_rewards" in doc["steps"][0] and args.split != "val":
                 import pandas as pd
 
                 rsteps = pd.DataFrame(doc["steps"])[["step", "frac_equal_rewards", "n_groups"]].astype(float)
