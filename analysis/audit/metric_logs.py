@@ -68,6 +68,7 @@ import pandas as pd
 from rlvr_plumbing import checks
 
 from .readers import _check_steps  # the one check of steps=(first, last), shared with the rollout readers
+from .trainer_log import ALERTS_FILE
 
 __all__ = ["METRIC_FORMATS", "VOCABULARY", "TRAINER_NAMES", "MetricLog", "find_metric_files", "is_metric_file",
            "detect_metric_format", "read_metrics", "parse_metric_map"]
@@ -420,10 +421,12 @@ def _file_format(path: Path) -> str | None:
         return None
     suffix = path.suffix.lower()
     if suffix == ".json":
-        return "trl" if path.name == "trainer_state.json" or '"log_history"' in _head(path) else None
+        # TRL's trainer_state.json (json.dumps(sort_keys=True): "log_history" comes early); rlvr-train's
+        # own checkpoint-N/trainer_state.json holds no log_history and is not a metric log
+        return "trl" if '"log_history"' in _head(path) else None
     if suffix not in _TEXT_EXT:
         return None
-    if path.name == "traces.jsonl":  # prime-rl rollouts
+    if path.name in ("traces.jsonl", ALERTS_FILE):  # prime-rl rollouts; guardrail records (trainer_log)
         return None
     first = _first_record(path)
     if not first:
@@ -470,8 +473,11 @@ def is_metric_file(path: Any) -> bool:
 def _folder_files(d: Path) -> list[Path]:
     own = sorted((q for q in d.iterdir() if q.is_file()), key=_natural)
     out = [q for q in own if _file_format(q) is not None]
+    # one log written twice (rlvr-train's metrics.jsonl and metrics.csv): the JSON lines only
+    stems = {q.stem for q in out if q.suffix.lower() == ".jsonl"}
+    out = [q for q in out if not (q.suffix.lower() == ".csv" and q.stem in stems)]
     ckpts = sorted((int(m.group(1)), q) for q in d.iterdir() if q.is_dir() and (m := _CHECKPOINT.match(q.name)))
-    out += [q / "trainer_state.json" for _, q in ckpts if (q / "trainer_state.json").is_file()]
+    out += [q / "trainer_state.json" for _, q in ckpts if _file_format(q / "trainer_state.json") is not None]
     return out
 
 

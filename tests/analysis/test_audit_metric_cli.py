@@ -112,3 +112,27 @@ def test_nothing_to_audit_is_refused(tmp_path, capsys):
     rc, doc = _audit(tmp_path, d)
     assert rc == 2 and doc is None
     assert "cannot tell the log format" in capsys.readouterr().err
+
+
+def test_an_rlvr_train_run_folder(tmp_path, cheap_png):
+    # rlvr-train grpo writes metrics.jsonl and metrics.csv (one log twice), rlvr_alerts.jsonl (the guard)
+    # and checkpoint-N/trainer_state.json of its own (no log_history): one metric log, the alerts shown
+    from analysis.audit import metric_logs
+
+    run = tmp_path / "run"
+    (run / "checkpoint-000004").mkdir(parents=True)
+    (run / "checkpoint-000004" / "trainer_state.json").write_text('{"step": 4, "rng": {}, "policy": {}}')
+    H = [1.0, 0.9, 0.7, 0.6]
+    rows = [{"step": s + 1, "entropy": h, "reward_mean": 0.3 + 0.1 * s, "m_S": 0.2, "m_F": 0.0} for s, h in enumerate(H)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "metrics.csv").write_text("step,entropy,reward_mean,m_S,m_F\n"
+                                     + "".join(f"{r['step']},{r['entropy']},{r['reward_mean']},0.2,0.0\n" for r in rows))
+    (run / "rlvr_alerts.jsonl").write_text('{"step": 3, "rule": "sign_ratio", "message": "m_S/m_F = inf", '
+                                           '"value": "inf", "threshold": 1.25, "action": "alert"}\n')
+    assert metric_logs.find_metric_files([run]) == [run / "metrics.jsonl"]
+    rc, doc = _audit(tmp_path, run)
+    assert rc == 0
+    t = doc["trainer_log"]
+    assert t["source"]["format"] == "table" and t["entropy"]["first"] == 1.0 and t["entropy"]["last"] == 0.6
+    assert [(a["step"], a["rule"]) for a in t["alerts"]] == [(3, "sign_ratio")]
+    assert "## Alerts" in (tmp_path / "rep" / "report.md").read_text()
