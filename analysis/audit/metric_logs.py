@@ -454,7 +454,7 @@ _PRIME_PREFIXES = ("entropy/all/", "mismatch_kl/all/", "optim/", "train/agg/", "
 def is_metric_file(path: Any) -> bool:
     """Whether ``path`` is a metric log of some format, told from its name and first record.
 
-    ``trainer_state.json`` (or a JSON file with ``"log_history"``); a ``.jsonl`` or ``.csv``
+    A JSON file with ``"log_history"`` (TRL's ``trainer_state.json``); a ``.jsonl`` or ``.csv``
     file whose first record has a step column and no column of a rollout log (``group``,
     ``prompt``, ``completion``, ``input``, ``output``, ``uid``, ...).
 
