@@ -972,6 +972,11 @@ def _assemble(parts: list[_Part], fmt: str, user: dict[str, str], lo: int | None
     for p in parts:
         keys.update(p.keys)
     notes: list[str] = []
+    read = {p.path for p in parts}
+    for p in parts:      # _folder_files reads X.jsonl, not its twin X.csv (rlvr-train writes both): say so
+        twin = p.path.with_suffix(".csv")
+        if p.path.suffix.lower() == ".jsonl" and twin not in read and _file_format(twin) is not None:
+            notes.append(f"{twin.name} was not read: it is the same log as {p.path.name}, which was")
     missing = [t for t in user if t not in keys]
     if missing:
         shown = ", ".join(list(keys)[:40]) + (", ..." if len(keys) > 40 else "")

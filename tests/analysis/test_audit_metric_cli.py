@@ -135,4 +135,5 @@ def test_an_rlvr_train_run_folder(tmp_path, cheap_png):
     t = doc["trainer_log"]
     assert t["source"]["format"] == "table" and t["entropy"]["first"] == 1.0 and t["entropy"]["last"] == 0.6
     assert [(a["step"], a["rule"]) for a in t["alerts"]] == [(3, "sign_ratio")]
+    assert "metrics.csv was not read: it is the same log as metrics.jsonl, which was" in t["source"]["notes"]
     assert "## Alerts" in (tmp_path / "rep" / "report.md").read_text()
