@@ -15,7 +15,8 @@ costs what it costs on a real dump: about 8.5 GB for the full size; check ``df -
 Then, each in its own subprocess (peak RSS ``ru_maxrss`` and CPU seconds per variant; the page
 cache is warm for all, the files having just been written or read):
 
-* ``ours`` — :func:`analysis.audit.readers.read` of the whole directory (timed alone: "read"),
+* ``ours`` — :func:`analysis.audit.readers.read` of the whole directory (timed alone: "read";
+  a dump this large is held as group counts: the engine aggregates it in one streaming scan),
   then the metrics of ``rlvr-audit`` (:func:`analysis.audit.metrics.audit` with
   ``advantage="grpo"``: every group's advantages, masses, solve rates, pass@k, the per-step
   table);
@@ -119,12 +120,8 @@ def generate(folder: Path, steps: int, groups: int, G: int, chars: int) -> float
 # ------------------------------------------------------------------ the variants (in subprocesses)
 def run_ours(folder: str, last: int | None) -> dict:
     sys.path.insert(0, str(ROOT))
-    from analysis.audit import readers
+    from analysis.audit import metrics, readers
 
-    try:
-        from analysis.audit import metrics
-    except ImportError:  # pragma: no cover - before the metrics module existed
-        metrics = None
     base = _peak_mb()
     c0 = _cpu()
     t0 = time.perf_counter()
@@ -132,20 +129,12 @@ def run_ours(folder: str, last: int | None) -> dict:
     t_read = time.perf_counter() - t0
     cpu_read = _cpu() - c0
     rss_read = _peak_mb()
-    if metrics is not None and hasattr(metrics, "audit"):
-        doc = metrics.audit(r, advantage="grpo")
-        n_steps = len(doc["steps"])
-        what = "read + metrics.audit(advantage='grpo')"
-    else:  # the group pass alone
-        from rlvr_theory import groups
-
-        f = r.frame
-        A = groups.advantages("grpo", f["reward"].to_numpy(), f["step"].to_numpy() * (1 << 32) + f["group"].to_numpy())
-        n_steps = int(f["step"].nunique()) + 0 * len(A)
-        what = "read + rlvr_theory.groups.advantages"
-    return {"what": what, "rows": len(r.frame), "steps": n_steps, "seconds": time.perf_counter() - t0,
-            "cpu_seconds": _cpu() - c0, "read_seconds": t_read, "read_cpu_seconds": cpu_read,
-            "peak_rss_mb": _peak_mb(), "rss_after_read_mb": rss_read, "rss_after_imports_mb": base}
+    doc = metrics.audit(r, advantage="grpo")
+    held = "group counts" if r.counts is not None else "rows"
+    return {"what": f"read ({held}) + metrics.audit(advantage='grpo')", "rows": r.n_rollouts, "steps": len(doc["steps"]),
+            "seconds": time.perf_counter() - t0, "cpu_seconds": _cpu() - c0, "read_seconds": t_read,
+            "read_cpu_seconds": cpu_read, "peak_rss_mb": _peak_mb(), "rss_after_read_mb": rss_read,
+            "rss_after_imports_mb": base}
 
 
 def run_polars(folder: str, last: int | None) -> dict:
@@ -226,7 +215,7 @@ def run_phases(folder: str, out: str, profile: bool = False) -> dict:
     phase("suspect_read", lambda: readers.suspect_read(state["read"]))
     phase("metrics.audit", lambda: metrics.audit(state["read"], split="train"))
     phase("write_report", lambda: write_report(state["metrics.audit"], None, out, overwrite=True))
-    return {"rows": len(state["read"].frame), "phases": phases, "rss_after_imports_mb": base}
+    return {"rows": state["read"].n_rollouts, "phases": phases, "rss_after_imports_mb": base}
 
 
 def run_pandas(folder: str, last: int | None) -> dict:
@@ -354,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
               f"peak RSS after reading x{ours['rss_after_read_mb'] / b['peak_rss_mb']:.2f}")
     if "command" in runs:
         c = _best(runs["command"])
-        print(f"rlvr-audit: {c['seconds']:.1f} s, peak RSS {c['peak_rss_mb']:.0f} MiB")
+        print(f"rlvr-audit: {c['seconds']:.1f} s, peak RSS {c['peak_rss_mb']:.0f} MiB"
+              + "".join(f"; x{c['seconds'] / _best(runs[e])['seconds']:.2f} bare {e}" for e in engines))
     if not args.no_baseline:
         last = None if args.baseline_steps in (0, None) or args.baseline_steps >= args.steps else args.baseline_steps
         small = _child("ours", folder, last) if last is not None else ours

@@ -81,15 +81,21 @@ _RESERVED = ("singleton", "success_threshold")
 
 
 # =============================================================== the inputs
-def _parts(rollouts: Any) -> tuple[pd.DataFrame, dict[str, Any], int | None]:
-    """``(frame, source, group_size)`` of a Rollouts-like object or a bare DataFrame."""
+def _parts(rollouts: Any) -> tuple[pd.DataFrame | None, pd.DataFrame | None, dict[str, Any], int | None]:
+    """``(frame, counts, source, group_size)`` of a Rollouts-like object or a bare DataFrame:
+    ``counts`` (and ``frame`` None) for a read held as group counts (:attr:`Rollouts.counts`)."""
     if isinstance(rollouts, pd.DataFrame):
-        return rollouts, {"format": "table", "paths": [], "notes": []}, None
+        return rollouts, None, {"format": "table", "paths": [], "notes": []}, None
+    source = dict(getattr(rollouts, "source", None) or {})
+    group_size = getattr(rollouts, "group_size", None)
+    counts = getattr(rollouts, "counts", None)
+    if isinstance(counts, pd.DataFrame):
+        return None, counts, source, group_size
     frame = getattr(rollouts, "frame", None)
     if not isinstance(frame, pd.DataFrame):
         raise ValueError("rollouts must be a Rollouts (analysis.audit.readers.read) or a DataFrame with columns "
                          f"step, group, reward; got {type(rollouts).__name__}")
-    return frame, dict(getattr(rollouts, "source", None) or {}), getattr(rollouts, "group_size", None)
+    return frame, None, source, group_size
 
 
 def _column(frame: pd.DataFrame, name: str, dtype: Any, default: float | None = None) -> np.ndarray | None:
@@ -166,6 +172,7 @@ class _Run:
         del new
         self.steps = step[self.step_start]
         self.n_groups_all = self.gstart.size
+        self.group_step, self.group_id = step[self.gstart], group[self.gstart]
         for sl in self.chunks():  # the groups module's check (numbers, NaN allowed), without a copy
             groups.check_rewards(reward[sl])
         self.valid = ~np.isnan(reward)
@@ -320,6 +327,21 @@ class _Run:
         out[first] = np.cumsum(new) - 1
         return out, int(new.sum())
 
+    def reward_sums(self) -> np.ndarray:
+        """Σ of the rewards of each group (NaN rewards left out)."""
+        return self.segment_sum(lambda sl: np.where(self.valid[sl], self.reward[sl], 0.0))
+
+    def reward_extremes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(min, max) of the rewards of each group (±inf for a group without a reward)."""
+        return (self.segment_extreme(lambda sl: self.reward[sl], largest=False),
+                self.segment_extreme(lambda sl: self.reward[sl], largest=True))
+
+    def family_stats(self, adv: Advantage | None, singleton: str = "zero") -> tuple[groups.GroupStats, np.ndarray]:
+        """:meth:`stats` of the advantages of ``adv`` (``None``: zero advantages)."""
+        if adv is None:
+            return self.stats(self.zeros_chunk)
+        return self.stats(functools.partial(self.chunk_advantages, adv, singleton))
+
     def stats(self, advantages) -> tuple[groups.GroupStats, np.ndarray]:
         """Group statistics (:func:`rlvr_theory.groups.stats`) over the groups with a reward of
         the advantages ``advantages(sl)`` of each chunk, and Σ A_i² per group."""
@@ -334,6 +356,74 @@ class _Run:
         if not parts:
             return groups.GroupStats(*(np.zeros(0, t) for t in (np.int64, np.int64, float, float, float))), np.zeros(0)
         return groups.GroupStats(*(np.concatenate(x) for x in zip(*parts))), np.concatenate(sq)
+
+
+class _CountsRun:
+    """A run held as group counts (:attr:`analysis.audit.readers.Rollouts.counts`: binary 0/1
+    rewards, no advantage, no length) with the group-level interface of :class:`_Run`.
+
+    A group-relative family's advantages in a group depend on its rewards alone, so every
+    group with ``k`` rollouts of which ``x`` have reward 1 has the statistics of the group
+    ``[0]·(k−x) + [1]·x``: :meth:`family_stats` computes them once per distinct ``(k, x)``
+    through :class:`_Run` (the same code as for rows) and gives each group its pair's.
+    Families whose advantages depend on the batch or on lengths need the rows
+    (:func:`_needs_rows`)."""
+
+    logged = None
+    length = None
+    shaped = False
+    reward_values = (0.0, 1.0)
+
+    def __init__(self, counts: pd.DataFrame, *, split: str | None, success_threshold: float | None):
+        if split is not None and "split" in counts.columns:
+            sel = (counts["split"] == split).to_numpy(dtype=bool)
+            if not sel.all():
+                counts = counts.loc[sel]
+        step = counts["step"].to_numpy(np.int64)
+        self.threshold = None if success_threshold is None else checks.number("success_threshold", success_threshold)
+        self.group_step, self.group_id = step, counts["group"].to_numpy(np.int64)
+        self.g_rows = counts["rollouts"].to_numpy(np.int64)
+        self.ones = counts["successes"].to_numpy(np.int64)
+        self.g_valid = self.g_rows
+        self.n = int(self.g_rows.sum())
+        self.n_groups_all = step.size
+        new = np.ones(step.size, bool)
+        new[1:] = step[1:] != step[:-1]
+        self.steps = step[new]
+        self.g_step = np.cumsum(new) - 1
+        self.vg = np.flatnonzero(self.g_rows > 0)
+        # the distinct (k, x) pairs, and each group's
+        key = self.g_rows * (int(self.g_rows.max(initial=0)) + 1) + self.ones
+        _, first, self._pair = np.unique(key, return_index=True, return_inverse=True)
+        k, x = self.g_rows[first], self.ones[first]
+        rows = np.repeat(np.arange(first.size), k)
+        pos = np.arange(rows.size) - np.repeat(np.cumsum(k) - k, k)
+        self._pairs = _Run(pd.DataFrame({"step": np.zeros(rows.size, np.int64), "group": rows,
+                                         "reward": (pos >= np.repeat(k - x, k)).astype(np.float64)}),
+                           split=None, success_threshold=success_threshold)
+
+    def family(self, name: str | Advantage, params: Mapping[str, Any] | None = None) -> Advantage:
+        """A registry family with the rewards' (R_w, R_c) unless given."""
+        return _Run.family(self, name, params)
+
+    def reward_sums(self) -> np.ndarray:
+        """Σ of the rewards of each group: its rollouts with reward 1."""
+        return self.ones.astype(float)
+
+    def reward_extremes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(min, max) of the rewards of each group."""
+        return (self.ones == self.g_rows).astype(float), (self.ones > 0).astype(float)
+
+    def family_stats(self, adv: Advantage | None, singleton: str = "zero") -> tuple[groups.GroupStats, np.ndarray]:
+        """:meth:`_Run.family_stats` of every group, from those of its ``(k, x)`` pair."""
+        gs, sq = self._pairs.family_stats(adv, singleton)
+        return groups.GroupStats(*(np.asarray(a)[self._pair] for a in gs)), sq[self._pair]
+
+
+def _needs_rows(families: Iterable[Advantage]) -> bool:
+    """Whether a run held as counts must be read as rows for these families (their advantages
+    depend on the batch or on lengths, not on a group's rewards alone)."""
+    return any(a.batch_level or a.uses_lengths for a in families)
 
 
 # ============================================================== aggregation
@@ -407,25 +497,35 @@ class _Tables:
     def __init__(self, rollouts: Any, *, advantage: str | Advantage | None, params: Mapping[str, Any] | None,
                  success_threshold: float | None, compare: Iterable[Any], taus: Iterable[Any],
                  split: str | None, bins: int):
-        self.frame, self.source, self.group_size = _parts(rollouts)
-        self.run = run = _Run(self.frame, split=split, success_threshold=success_threshold)
+        frame, counts, self.source, self.group_size = _parts(rollouts)
+        kw, singleton = _split_params(params)
+        if counts is not None:
+            run: Any = _CountsRun(counts, split=split, success_threshold=success_threshold)
+            chosen = [run.family(advantage, kw)] if advantage is not None else []
+            if _needs_rows(chosen + [c[1] for c in _compare_items(compare, run)]):
+                frame, counts = rollouts.frame, None
+        if counts is None:
+            run = _Run(frame, split=split, success_threshold=success_threshold)
+        self.run = run
+        labels = counts["split"] if counts is not None else (frame["split"] if "split" in frame.columns else None)
+        #: the split labels of the rows (None: the table has no split column)
+        self.split_labels = None if labels is None else sorted(set(pd.unique(labels.dropna())))
         self.bins = checks.integer("bins", bins, low=1)
         self.taus = _taus(taus)
         self.notes: list[str] = []
-        kw, singleton = _split_params(params)
         self.option = None if advantage is None else (run.family(advantage, kw), singleton)
         if run.logged is not None:
             self.masses_from = "logged"
-            source = run.logged_chunk
+            gs, sq = run.stats(run.logged_chunk)
             n_missing = int(np.count_nonzero(run.valid & ~np.isfinite(run.logged)))
             if n_missing:
                 self.notes.append(f"{n_missing} rollout(s) with a reward have no logged advantage; they count as 0.")
         elif self.option is not None:
             self.masses_from = "option"
-            source = functools.partial(run.chunk_advantages, *self.option)
+            gs, sq = run.family_stats(*self.option)
         else:
             self.masses_from = None
-            source = run.zeros_chunk
+            gs, sq = run.family_stats(None)
             if run.n:
                 self.notes.append("The log has no advantages and no advantage was chosen: the masses, Σ|A| and "
                                   "n_eff are not computed (choose one with --advantage NAME).")
@@ -436,11 +536,10 @@ class _Tables:
                 self.compare.insert(0, (label, *self.option))
             self.notes.append(f"The log has advantages: the masses are those of the logged advantages; "
                               f"the advantage chosen ({label}) is shown as a what-if under compare.")
-        gs, sq = run.stats(source)
         self.gs, self.sq = gs, sq
         self.what_if = {}
         for label, adv, singleton in self.compare:
-            self.what_if[label] = (adv, singleton, *run.stats(functools.partial(run.chunk_advantages, adv, singleton)))
+            self.what_if[label] = (adv, singleton, *run.family_stats(adv, singleton))
 
     # -------------------------------------------------------------- groups
     def group_frame(self) -> pd.DataFrame:
@@ -458,11 +557,11 @@ class _Tables:
             out[vg] = values
             return out
 
-        rsum = run.segment_sum(lambda sl: np.where(run.valid[sl], run.reward[sl], 0.0))
+        rsum = run.reward_sums()
         with np.errstate(invalid="ignore", divide="ignore"):
             p_hat = np.where(has, x / np.maximum(k, 1), np.nan)
             cols: dict[str, Any] = {
-                "step": run.step[run.gstart], "group": run.group[run.gstart],
+                "step": run.group_step, "group": run.group_id,
                 "group_size": run.g_rows, "n_valid": k, "n_nan_rewards": run.g_rows - k,
                 "n_success": x, "solve_rate": p_hat,
                 "reward_mean": np.where(has, rsum / np.maximum(k, 1), np.nan),
@@ -470,8 +569,7 @@ class _Tables:
             }
         cols["zero_signal"] = cols["all_correct"] | cols["all_wrong"]
         # what the trainer saw: a group-relative advantage is zero exactly where the rewards all equal
-        rmin = run.segment_extreme(lambda sl: run.reward[sl], largest=False)
-        rmax = run.segment_extreme(lambda sl: run.reward[sl], largest=True)
+        rmin, rmax = run.reward_extremes()
         cols["equal_rewards"] = has & (rmin == rmax)
         cols["shaped_signal"] = cols["zero_signal"] & ~cols["equal_rewards"]
         if run.length is not None:
@@ -496,7 +594,7 @@ class _Tables:
         for t in self.taus:
             mu = gs.n_success / np.maximum(gs.size, 1)
             cols[_tau_key(t)] = full(tail_miss.probability(mu, np.minimum(t, mu), gs.size)) if vg.size else p1 * np.nan
-        return pd.DataFrame(cols)
+        return pd.DataFrame(cols, copy=False)
 
     # --------------------------------------------------------------- steps
     def step_frame(self, g: pd.DataFrame, *, by_size: bool = False) -> pd.DataFrame:
@@ -1054,7 +1152,9 @@ def which_advantage(rollouts: Any, *, success_threshold: float | None = None, rt
     >>> m["name"], m["params"], m["max_abs_error"]
     ('rloo', {}, 0.0)
     """
-    frame, source, _ = _parts(rollouts)
+    frame, counts, source, _ = _parts(rollouts)
+    if counts is not None:  # a read held as group counts has no logged advantages
+        return None
     run = _Run(frame, split=split, success_threshold=success_threshold)
     option = None
     if advantage is not None:
@@ -1270,8 +1370,8 @@ def audit(rollouts: Any, *, advantage: str | Advantage | None = None, params: Ma
                          f"{search['n_candidates']} candidates and {search.get('n_fitted', 0)} fitted families is "
                          f"{b['max_abs_error']:.3g} ({_pct_text(b['max_rel_error'])} of max |A|, above the "
                          f"{100 * search.get('close_tolerance', CLOSE_RTOL):g} % under which one is called close).")
-    if "split" in t.frame.columns and split is not None:
-        others = sorted(set(t.frame["split"].unique()) - {split})
+    if t.split_labels is not None and split is not None:
+        others = sorted(set(t.split_labels) - {split})
         for other in others:
             tv = _Tables(rollouts, advantage=None, params=None, success_threshold=success_threshold,
                          compare=(), taus=(), split=other, bins=bins)

@@ -34,7 +34,10 @@ dropped right after each file is parsed.  One reader per format (:data:`FORMATS`
 :func:`detect_format` tells the format file by file and refuses paths that mix formats.  A file
 that does not match its format is refused (``ValueError`` naming the file, the line or row, and
 the missing column).  Files are read one at a time, keeping only the canonical columns, so that
-a run of millions of rollouts fits in memory (``benchmarks/bench_audit.py``).  verl dumps are
+a run of millions of rollouts fits in memory (``benchmarks/bench_audit.py``).  A large verl
+dump with binary rewards is held as group counts instead of rows (:attr:`Rollouts.counts`,
+``rows=``): polars aggregates every file per (step, group) in one streaming scan
+(:func:`_verl_counts`).  Other verl dumps are
 scanned by polars (``scan_ndjson``, projected on ``score``, the uid and ``step``: the prompts and
 completions are parsed, never brought out; two files at a time); a file that the engine would
 not read exactly as the line-by-line reader does (a value of another type, a null, a line that
@@ -70,9 +73,12 @@ import pandas as pd
 
 from rlvr_plumbing import checks
 
-__all__ = ["FORMATS", "COLUMNS", "SPLITS", "MAX_DROPPED_SHARE", "Rollouts", "read", "detect_format", "list_files",
+__all__ = ["FORMATS", "COLUMNS", "SPLITS", "MAX_DROPPED_SHARE", "COUNTS_MIN_BYTES", "Rollouts", "read", "detect_format", "list_files",
            "suspect_read", "trainer_config"]
 
+#: the size of a verl dump (bytes of its files) from which :func:`read` holds it as group counts
+#: by default (``rows=None``): below, the rows cost little and keep the log's order within a group
+COUNTS_MIN_BYTES = 1 << 28
 #: the formats :func:`read` knows
 FORMATS = ("trl", "verl", "prime-rl", "rlvr", "table", "open-instruct", "slime")
 #: the columns of :attr:`Rollouts.frame`, in order
@@ -101,14 +107,22 @@ _SLIME_EVAL = re.compile(r"^(?:.*[_-])?eval_(\d+)\.pt$")
 _TRL_FIXED = ("step", "prompt", "completion", "advantage")
 
 
-@dataclass
 class Rollouts:
     """A run's rollouts in the canonical table (see the module docstring).
 
     Attributes
     ----------
     frame : pandas.DataFrame
-        One row per rollout: ``step, group, reward, advantage, length, split``.
+        One row per rollout: ``step, group, reward, advantage, length, split``.  For a read
+        held as :attr:`counts`, built from them on first access (the rows of a group in
+        canonical order: its failures, then its successes).
+    counts : pandas.DataFrame or None
+        A large binary-reward verl dump aggregated by the engine (:func:`_verl_counts`): one
+        row per group, ``step, group, rollouts, successes, split`` (``successes``: rows with
+        reward 1, the others have reward 0; no advantage, no length), sorted by (step,
+        group), the groups of a step numbered in the order of their uid prefixes.  ``None``
+        for a read held as rows.  :func:`analysis.audit.metrics.audit` works on it without
+        building the rows.
     source : dict
         ``format``, ``paths`` (the files read), ``notes`` (sentences a report prints),
         ``n_files``, ``n_padding_rows_dropped``, ``n_duplicate_rows_dropped`` (=
@@ -121,26 +135,57 @@ class Rollouts:
         The rollouts per group, or ``None`` when groups have unequal sizes.
     """
 
-    frame: pd.DataFrame
-    source: dict[str, Any]
-    group_size: int | None = None
+    def __init__(self, frame: pd.DataFrame | None = None, source: dict[str, Any] | None = None,
+                 group_size: int | None = None, *, counts: pd.DataFrame | None = None):
+        if (frame is None) == (counts is None):
+            raise ValueError("Rollouts: give frame (one row per rollout) or counts (one row per group), not both")
+        self._frame = frame
+        self.counts = counts
+        self.source = {} if source is None else source
+        self.group_size = group_size
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The rows (built from :attr:`counts` on first access)."""
+        if self._frame is None:
+            self._frame = _expand_counts(self.counts)
+        return self._frame
 
     @property
     def n_rollouts(self) -> int:
         """Number of rows (rollouts)."""
-        return len(self.frame)
+        if self._frame is None:
+            return int(self.counts["rollouts"].sum())
+        return len(self._frame)
 
     def __repr__(self) -> str:
-        steps = self.frame["step"]
+        steps = (self.counts if self._frame is None else self._frame)["step"]
         span = f"steps {int(steps.min())}..{int(steps.max())}" if len(steps) else "no steps"
-        return (f"Rollouts({self.source.get('format')!r}, {len(self.frame):,} rollouts, {span}, "
+        return (f"Rollouts({self.source.get('format')!r}, {self.n_rollouts:,} rollouts, {span}, "
                 f"group_size={self.group_size})")
+
+
+def _expand_counts(counts: pd.DataFrame) -> pd.DataFrame:
+    """The canonical rows of a :attr:`Rollouts.counts` table: each group's failures (reward 0),
+    then its successes (reward 1)."""
+    k = counts["rollouts"].to_numpy(np.int64)
+    x = counts["successes"].to_numpy(np.int64)
+    n = int(k.sum())
+    start = np.cumsum(k) - k
+    pos = np.arange(n, dtype=np.int64) - np.repeat(start, k)
+    reward = (pos >= np.repeat(k - x, k)).astype(np.float64)
+    frame = pd.DataFrame({"step": np.repeat(counts["step"].to_numpy(np.int64), k),
+                          "group": np.repeat(counts["group"].to_numpy(np.int64), k), "reward": reward,
+                          "advantage": np.full(n, np.nan), "length": np.full(n, np.nan)}, copy=False)
+    frame["split"] = _split_column(np.repeat((counts["split"] == "val").to_numpy(bool), k))
+    return frame
 
 
 # ============================================================== the entry point
 def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
          reward_column: str | Sequence[str] | None = None, steps: tuple[int | None, int | None] | None = None,
-         skip_bad_lines: bool = False, split: str = "train", arg: str = "paths") -> Rollouts:
+         skip_bad_lines: bool = False, split: str = "train", rows: bool | None = None,
+         arg: str = "paths") -> Rollouts:
     """Read a run's rollout logs into the canonical table.
 
     Parameters
@@ -165,6 +210,11 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
         Which rollouts to read where the log tells (prime-rl ``train``/``eval``, a ``split``
         column); the label of every row where it does not (verl, TRL, rlvr: pass ``"val"``
         for a verl ``validation_data_dir``).
+    rows : bool, optional
+        How a verl dump with binary rewards is held (:attr:`Rollouts.counts`): ``None``
+        (default) as group counts when its files hold at least :data:`COUNTS_MIN_BYTES`, as rows
+        otherwise; ``False``: as group counts whenever the dump allows (:func:`_verl_counts`);
+        ``True``: as rows.  Other formats are always rows.
     arg : str
         The name of ``paths`` in messages (``rlvr-audit`` passes ``"PATH"``).
 
@@ -200,6 +250,8 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
     lo, hi = _check_steps(steps)
     if not isinstance(skip_bad_lines, bool):
         raise ValueError(f"skip_bad_lines must be True or False, got {skip_bad_lines!r}")
+    if rows not in (None, True, False):
+        raise ValueError(f"rows must be None, True or False, got {rows!r}")
     if reward_column is not None and fmt not in ("trl", "slime"):
         raise ValueError(f"reward_column: only TRL logs have several reward columns (and slime dumps dict rewards, "
                          f"read at one key); a {fmt} log has one reward")
@@ -214,6 +266,9 @@ def read(paths: Any, format: str = "auto", *, group_size: int | None = None,
     if fmt == "trl":
         _read_trl(files, ctx, group_size=group_size, reward_column=reward_column)
     elif fmt == "verl":
+        counts = None if rows or (rows is None and _total_bytes(files) < COUNTS_MIN_BYTES) else _verl_counts(files, ctx)
+        if counts is not None:
+            return ctx.finish_counts(files, counts, group_size=group_size)
         _read_verl_files(files, ctx)
     elif fmt == "open-instruct":
         _read_open_instruct_files(files, ctx, group_size=group_size)
@@ -705,7 +760,7 @@ def suspect_read(rollouts: Rollouts) -> list[str]:
     """
     src = rollouts.source or {}
     out = []
-    n_rows = int(src.get("n_rows_read") or len(rollouts.frame))
+    n_rows = int(src.get("n_rows_read") or rollouts.n_rollouts)
     parts = [(int(src.get("n_earlier_outputs_dropped") or 0), "as earlier outputs of multi-output rollouts "
               "(uid '{group}_{rollout}_{output}': the last output of each rollout kept)"),
              (int(src.get("n_bad_lines_skipped") or 0), "as lines that are not JSON (skip_bad_lines)")]
@@ -714,8 +769,8 @@ def suspect_read(rollouts: Rollouts) -> list[str]:
         what = " and ".join(f"{n:,} {text}" for n, text in parts if n)
         out.append(f"the {src.get('format')} reader dropped {dropped:,} of the {n_rows:,} rows it read "
                    f"({100 * dropped / n_rows:.3g} %, more than {100 * MAX_DROPPED_SHARE:g} %): {what}")
-    if rollouts.group_size == 1 and len(rollouts.frame) and not src.get("group_size_given"):
-        out.append(f"every group of the {src.get('format')} log has 1 rollout ({len(rollouts.frame):,} groups of 1 "
+    if rollouts.group_size == 1 and rollouts.n_rollouts and not src.get("group_size_given"):
+        out.append(f"every group of the {src.get('format')} log has 1 rollout ({rollouts.n_rollouts:,} groups of 1 "
                    f"row; grouping: {src.get('grouping', 'group-column')}), so no group can carry a signal")
     return out
 
@@ -883,7 +938,25 @@ class _Context:
         if len(step) == 0:
             raise ValueError(f"no rollouts in the steps {_steps_text(self.lo, self.hi)} of the {self.fmt} log "
                              + ", ".join(repr(str(f.path)) for f in files[:3]) + (" ..." if len(files) > 3 else ""))
-        sizes = _group_sizes(step, group)
+        G = self._group_size(_group_sizes(step, group), group_size)
+        n_nan = int(np.isnan(cols["reward"]).sum())
+        if n_nan:
+            self.notes.append(f"{n_nan:,} rollouts have no reward (NaN): they are left out of their group, as "
+                              "TRL leaves them out, and counted.")
+        frame = pd.DataFrame({"step": step, "group": group, "reward": cols["reward"],
+                              "advantage": cols["advantage"], "length": cols["length"]}, copy=False)
+        frame["split"] = _split_column(cols.pop("split"))
+        return Rollouts(frame, self._source(files, len(step), group_size), G)
+
+    def finish_counts(self, files: list[LogFile], counts: pd.DataFrame, *, group_size: int | None) -> Rollouts:
+        """:meth:`finish` of a read the engine aggregated per group (:func:`_verl_counts`)."""
+        G = self._group_size(counts["rollouts"].to_numpy(), group_size)
+        return Rollouts(source=self._source(files, int(counts["rollouts"].sum()), group_size), group_size=G,
+                        counts=counts)
+
+    def _group_size(self, sizes: np.ndarray, group_size: int | None) -> int | None:
+        """The one size of every group (``None``, with a note, when sizes differ); refuses a
+        ``group_size`` the log does not have."""
         values, counts = np.unique(sizes, return_counts=True)
         if group_size is not None and self.fmt != "trl" and (len(values) > 1 or values[0] != group_size):
             raise ValueError(f"group_size: the log's groups have {_sizes_text(values, counts)} rollouts, "
@@ -892,23 +965,18 @@ class _Context:
         if G is None:
             self.notes.append(f"Groups have unequal sizes ({_sizes_text(values, counts)} rollouts): group_size "
                               "is None and groups are audited per size.")
-        n_nan = int(np.isnan(cols["reward"]).sum())
-        if n_nan:
-            self.notes.append(f"{n_nan:,} rollouts have no reward (NaN): they are left out of their group, as "
-                              "TRL leaves them out, and counted.")
-        frame = pd.DataFrame({"step": step, "group": group, "reward": cols["reward"],
-                              "advantage": cols["advantage"], "length": cols["length"]}, copy=False)
-        frame["split"] = _split_column(cols.pop("split"))
+        return G
+
+    def _source(self, files: list[LogFile], n_kept: int, group_size: int | None) -> dict[str, Any]:
         grouping = next((g for g in ("input", "shared-uid") if g in self.grouping), None) or (
             sorted(self.grouping)[0] if self.grouping else "group-column")
         c = self.counts
-        n_read = (len(step) + c["n_padding_rows_dropped"] + c["n_duplicate_rows_dropped"] + c["n_bad_lines_skipped"]
+        n_read = (n_kept + c["n_padding_rows_dropped"] + c["n_duplicate_rows_dropped"] + c["n_bad_lines_skipped"]
                   + c.get("n_removed_samples_dropped", 0))
-        source = {"format": self.fmt, "paths": self.read_paths or [str(f.path) for f in files],
-                  "notes": self.notes, "n_files": len(self.read_paths or files), **self.counts,
-                  "n_rows_read": int(n_read), "grouping": grouping, "group_size_given": group_size is not None,
-                  "trainer_config": trainer_config([f.path for f in files], self.notes)}
-        return Rollouts(frame, source, G)
+        return {"format": self.fmt, "paths": self.read_paths or [str(f.path) for f in files],
+                "notes": self.notes, "n_files": len(self.read_paths or files), **self.counts,
+                "n_rows_read": int(n_read), "grouping": grouping, "group_size_given": group_size is not None,
+                "trainer_config": trainer_config([f.path for f in files], self.notes)}
 
 
 def _split_column(is_val: np.ndarray) -> pd.Series:
@@ -1146,6 +1214,88 @@ def _read_verl_files(files: list[LogFile], ctx: _Context) -> None:
                 _add_verl_scan(f, ctx, scan)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _total_bytes(files: list[LogFile]) -> int:
+    return sum(os.path.getsize(f.path) for f in files)
+
+
+def _verl_counts(files: list[LogFile], ctx: _Context) -> pd.DataFrame | None:
+    """The :attr:`Rollouts.counts` of a verl dump, aggregated per (step, group) by the engine in
+    one streaming scan of every file (polars ``scan_ndjson`` projected on ``score``, ``uid`` and
+    ``step``: no row is brought out), or ``None`` when the rows must be read
+    (:func:`_read_verl_files`).
+
+    The scan is used only where it gives what the row readers give, group for group: every
+    score 0 or 1, every uid ``{group}_{rollout}_0`` (the usual dump) with ``{rollout}`` an
+    integer below 64 that no other row of the group repeats (the uid is not shared), no null
+    or non-text value, no NUL, and, before the scan, the first file read that way by
+    :func:`_verl_scan` (a dump with shaped rewards, shared uids or multi-output rollouts goes
+    to the row readers at the cost of one file).  Padding rows (uid ``pad...``) are counted
+    and dropped as there.  A line the engine refuses (not JSON, a value of another type)
+    sends the read to the row readers, which name the line.  Group numbers follow the order
+    of the uid prefixes within a step (the row readers: first appearance)."""
+    if not _engine_ok() or not files:
+        return None
+    probe = _verl_scan(files[0].path, files[0].step)
+    if probe is None or probe.mode != "uid" or not np.isin(probe.reward, (0.0, 1.0)).all():
+        return None
+    del probe
+    import polars as pl
+
+    label = files[0].split
+    if any(f.split != label for f in files):  # one read of verl files has one label (list_files)
+        return None
+    uid, score, r = pl.col("uid"), pl.col("score"), pl.col("_r")
+    lf = (pl.scan_ndjson([str(f.path) for f in files], schema={"score": pl.Float64, "uid": pl.String, "step": pl.Int64})
+          .with_columns(_key=uid.str.replace(_UID_SUFFIX, ""))
+          .with_columns(_r=uid.str.slice(pl.col("_key").str.len_chars() + 1).str.strip_suffix("_0")
+                        .cast(pl.UInt32, strict=False)))
+    try:
+        # a null score, a null or non-integer rollout index, or one of 64 and more counts in none of
+        # n1, n0 and bits: the checks below then fail
+        g = (lf.group_by("step", "_key")
+             .agg(n=pl.len(), n1=(score == 1).sum(), n0=(score == 0).sum(),
+                  bits=pl.when(r < 64).then(pl.lit(2, pl.UInt64).pow(r)).bitwise_or().bitwise_count_ones())
+             .collect(engine="streaming"))
+    except Exception:  # noqa: BLE001 - any refusal of the engine: the row readers read the files (and name the line)
+        return None
+    if g["step"].null_count() or g["_key"].null_count():
+        return None
+    key = g["_key"]
+    pad = key.str.starts_with("pad")
+    # _NOT_TEXT of a uid '{key}_{r}_0' (a JSON array or object made text), and a NUL (in the key: a
+    # NUL in '_{r}_0' leaves r null)
+    ok = ((g["n0"] + g["n1"] == g["n"]) & (g["bits"].fill_null(0) == g["n"]) & ~key.str.contains(r"^[\[{]")
+          & ~key.str.contains("\x00", literal=True))
+    if not (ok | pad).all():
+        return None
+    # the groups in (step, uid prefix) order, padding and the steps not read left out: no copy of the keys
+    order = g.select(pl.arg_sort_by("step", "_key")).to_series().to_numpy()
+    pad = pad.to_numpy()
+    step = g["step"].to_numpy()
+    drop = pad.copy()
+    if ctx.lo is not None:
+        drop |= step < ctx.lo
+    if ctx.hi is not None:
+        drop |= step > ctx.hi
+    order = order[~drop[order]]
+    if order.size == 0:
+        return None
+    n_pad = int(g["n"].to_numpy()[pad].sum())
+    step = step[order].astype(np.int64, copy=False)
+    rollouts = g["n"].to_numpy()[order].astype(np.int64)
+    successes = g["n1"].to_numpy()[order].astype(np.int64)
+    del g, key, pad, ok, order, drop
+    new = np.ones(step.size, bool)
+    new[1:] = step[1:] != step[:-1]
+    start = np.flatnonzero(new)
+    group = np.arange(step.size, dtype=np.int64) - np.repeat(start, np.diff(np.append(start, step.size)))
+    ctx.grouping.add("uid")
+    ctx.counts["n_padding_rows_dropped"] += n_pad
+    ctx.read_paths.extend(str(f.path) for f in files)
+    split = pd.Categorical.from_codes(np.full(step.size, int(label == "val"), np.int8), categories=["train", "val"])
+    return pd.DataFrame({"step": step, "group": group, "rollouts": rollouts, "successes": successes, "split": split})
 
 
 #: files read at the same time by :func:`_read_verl_files` (the engine parallelises each read too)
