@@ -25,10 +25,31 @@ from typing import Any
 from rlvr_plumbing.runner import parse_params as _parse_items
 from rlvr_theory.policy import Policy
 
-__all__ = ["Policy", "parse_params", "RESERVED"]
+__all__ = ["Policy", "parse_params", "RESERVED", "STEP_METRICS"]
 
 #: keys of a parameter string that configure the adapter, not the family
 RESERVED = ("success_threshold", "singleton", "steps")
+
+#: the metric names both adapters log from one :meth:`~rlvr_theory.policy.Policy.step` -> its key
+#: in the step's metrics: TRL's ``GRPOTrainer`` appends them to TRL's metrics
+#: (``integrations.trl.METRICS``), the verl plugin adds them to each training step's log of verl's
+#: ``Tracking`` (:func:`integrations.verl.estimator_metrics`).  A key absent from a step's metrics or
+#: not finite there (``sign_ratio`` when ``m_F = 0``, the masses of real rewards without a threshold,
+#: ``alpha``/``delta``/``omega`` without a schedule) is not logged.  The metric-log readers of
+#: :mod:`analysis.audit.metric_logs` know these names on their side (that package imports nothing
+#: from ``integrations``); ``tests/integrations/test_core.py`` checks that the two agree.
+STEP_METRICS: dict[str, str] = {
+    "rlvr/m_S": "m_S",
+    "rlvr/m_F": "m_F",
+    "rlvr/sign_ratio": "sign_ratio",
+    "rlvr/frac_all_correct": "frac_all_correct",
+    "rlvr/frac_all_wrong": "frac_all_wrong",
+    "rlvr/abs_adv_sum": "abs_adv_sum",
+    "rlvr/solve_rate": "solve_rate_mean",
+    "rlvr/alpha": "alpha",
+    "rlvr/delta": "delta",
+    "rlvr/omega": "omega",
+}
 
 _SPLIT = re.compile(r",(?=\s*[A-Za-z_]\w*\s*=)")
 

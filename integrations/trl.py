@@ -73,11 +73,11 @@ import trl
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from analysis.audit.metric_logs import TRAINER_NAMES
+from analysis.audit.metric_logs import live_metrics
 from analysis.guardrails import Guard, append_alerts, drop_alerts_after
 from analysis.token_entropy import DIAGNOSTIC_KEYS, EntropyChangeTracker
 from analysis.token_entropy import token_diagnostics as _token_diagnostics
-from integrations.core import Policy
+from integrations.core import STEP_METRICS, Policy
 from rlvr_plumbing.io import read_json_object, write_json
 from rlvr_theory import advantages as registry
 
@@ -89,19 +89,9 @@ logger = logging.getLogger(__name__)
 #: file written into every ``checkpoint-N`` directory: the policy's (schedule's) state
 STATE_FILE = "rlvr_state.json"
 
-#: TRL metric name -> key of :meth:`integrations.core.Policy.step`'s metrics
-METRICS = {
-    "rlvr/m_S": "m_S",
-    "rlvr/m_F": "m_F",
-    "rlvr/sign_ratio": "sign_ratio",
-    "rlvr/frac_all_correct": "frac_all_correct",
-    "rlvr/frac_all_wrong": "frac_all_wrong",
-    "rlvr/abs_adv_sum": "abs_adv_sum",
-    "rlvr/solve_rate": "solve_rate_mean",
-    "rlvr/alpha": "alpha",
-    "rlvr/delta": "delta",
-    "rlvr/omega": "omega",
-}
+#: TRL metric name -> key of :meth:`integrations.core.Policy.step`'s metrics (the list both
+#: adapters log, :data:`integrations.core.STEP_METRICS`)
+METRICS = STEP_METRICS
 
 
 #: prefix of the per-micro-batch token diagnostics: ``rlvr/token/<key of token_diagnostics>``
@@ -462,34 +452,19 @@ class GRPOTrainer(trl.GRPOTrainer):
 
 
 # ------------------------------------------------------------------ guardrails
-#: the ``rlvr/*`` names this adapter logs that the guard's rules read, by our vocabulary
-#: (:mod:`analysis.audit.metric_logs` maps TRL's own names, not these)
-#: this adapter's names the metric-log vocabulary does not hold (its masses and token diagnostics it does)
-_RLVR_GUARD_NAMES = {"frac_all_correct": "rlvr/frac_all_correct", "frac_all_wrong": "rlvr/frac_all_wrong",
-                     "solve_rate": "rlvr/solve_rate"}
-
-
 def guard_metrics(logs: dict[str, Any]) -> dict[str, float]:
     """One training log of TRL (``on_log``'s ``logs``, a ``log_history`` entry) in the guard's
-    vocabulary: TRL's names by :mod:`analysis.audit.metric_logs`' TRL map (``entropy``,
+    vocabulary: :func:`analysis.audit.metric_logs.live_metrics` with TRL's map (``entropy``,
     ``frac_reward_zero_std`` → ``frac_zero_std``, ``sampling/importance_sampling_ratio/max`` →
     ``seq_is_ratio_max``, this adapter's ``rlvr/m_S``, ``rlvr/sign_ratio``,
-    ``rlvr/token/cov_logp_adv``, ...), then ``rlvr/frac_all_correct``, ``rlvr/frac_all_wrong`` and
-    ``rlvr/solve_rate`` without their prefix.
+    ``rlvr/token/cov_logp_adv``, ...) and the adapters' ``rlvr/frac_all_correct``,
+    ``rlvr/frac_all_wrong`` and ``rlvr/solve_rate`` without their prefix; a value that is not a
+    number is left out.
 
     >>> guard_metrics({"entropy": 2.0, "frac_reward_zero_std": 0.5, "rlvr/m_S": 0.3, "loss": 0.1})
     {'entropy': 2.0, 'frac_zero_std': 0.5, 'loss': 0.1, 'm_S': 0.3}
     """
-    out: dict[str, float] = {}
-    for ours, names in (*TRAINER_NAMES["trl"].items(), *((k, (v,)) for k, v in _RLVR_GUARD_NAMES.items())):
-        for name in names:
-            if name in logs and ours not in out:
-                try:
-                    out[ours] = float(logs[name])
-                except (TypeError, ValueError):
-                    pass
-                break
-    return out
+    return live_metrics(logs, "trl")
 
 
 def _as_guard(guard: Any) -> Guard:

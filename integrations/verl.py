@@ -45,6 +45,16 @@ estimators ignore this key), returns that loss unchanged, and adds to its metric
 :func:`analysis.token_entropy.token_diagnostics` of the micro-batch under ``rlvr/token/<key>``
 (see :func:`token_metrics`).
 
+The guard (``analysis.guardrails``, issue 28): verl has no per-step callback, so this module wraps
+verl's :class:`verl.utils.tracking.Tracking` (:func:`install_guard_hook`, on import), the one object
+both of verl's trainer loops hand every step's metrics dict to (``logger.log(data=metrics,
+step=global_steps)`` in ``RayPPOTrainer.fit`` and in the v1 ``PPOTrainer.fit``).  At each training
+step's log it adds the masses of the ``rlvr_*`` estimator calls since the previous one
+(:data:`integrations.core.STEP_METRICS`, the names TRL's adapter logs: ``rlvr/m_S``, ...; verl's
+own backends log them too) and, when ``RLVR_GUARD`` names a preset or a JSON rules file, feeds
+the step to a :class:`VerlGuardHook` (``RLVR_GUARD_ACTION``: ``log``, ``alert``, ``stop``).  See
+:class:`VerlGuardHook` for why that mechanism and what ``stop`` does in each verl trainer.
+
 Examples
 --------
 >>> import numpy as np, torch
@@ -68,24 +78,31 @@ tensor([[ 0.5000,  0.5000,  0.5000],
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
+import math
 import os
 import socket
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
+from verl.utils import tracking as verl_tracking
 
+from analysis.audit.metric_logs import live_metrics
+from analysis.guardrails import ACTIONS, ALERTS_FILE, PRESETS, Alert, Guard, append_alerts, drop_alerts_after
 from analysis.token_entropy import CLIP_COV, KL_COV, ClipCov, KLCov, token_diagnostics
 from rlvr_plumbing.serialize import dumps
 from rlvr_theory import advantages, schedules
 
-from .core import RESERVED, Policy, parse_params
+from .core import RESERVED, STEP_METRICS, Policy, parse_params
 
 __all__ = [
     "ENV_PARAMS",
@@ -109,6 +126,15 @@ __all__ = [
     "clip_mask",
     "token_metrics",
     "compute_policy_loss_diagnosed",
+    "ENV_GUARD",
+    "ENV_GUARD_ACTION",
+    "TRAINING_KEY",
+    "GuardStop",
+    "VerlGuardHook",
+    "guard_from_env",
+    "guard_metrics",
+    "estimator_metrics",
+    "install_guard_hook",
 ]
 
 #: environment variable holding the parameters, ``"delta=0.5,alpha=2"``
@@ -137,6 +163,13 @@ TOKEN_METRIC_PREFIX = "rlvr/token/"
 #: the others (sequence ratios, soft or IS-weight clips, no clip) get no clip mask
 _PPO_CLIP: dict[str, float | None] = {"vanilla": 20.0, "clip_cov": None}
 
+#: environment variable naming the guard: a preset of :data:`analysis.guardrails.PRESETS` or a JSON rules file
+ENV_GUARD = "RLVR_GUARD"
+#: environment variable naming the guard's action, one of :data:`analysis.guardrails.ACTIONS`
+ENV_GUARD_ACTION = "RLVR_GUARD_ACTION"
+#: the key both verl trainers put into a training step's metrics (validation-only logs lack it)
+TRAINING_KEY = "training/global_step"
+
 logger = logging.getLogger("rlvr_diagnostics.verl")
 
 _LOCK = threading.RLock()
@@ -145,6 +178,31 @@ _POLICIES: dict[str, tuple[Policy, dict[str, Any]]] = {}  # verl name -> (policy
 _CALLS: dict[str, int] = {}
 _DELEGATE: dict[str, str] = {}  # "name" -> the wrapped loss (read from RLVR_PARAMS once)
 _WARNED: set[str] = set()
+
+
+class _EstimatorFeed:
+    """This process's estimator diagnostics not yet logged (thread-safe, at most ``maxlen`` calls)."""
+
+    def __init__(self, maxlen: int = 1024):
+        self._lock = threading.Lock()
+        self._calls: deque[dict[str, Any]] = deque(maxlen=maxlen)
+
+    def push(self, metrics: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._calls.append(dict(metrics))
+
+    def drain(self) -> list[dict[str, Any]]:
+        with self._lock:
+            calls = list(self._calls)
+            self._calls.clear()
+        return calls
+
+    def clear(self) -> None:
+        with self._lock:
+            self._calls.clear()
+
+
+_FEED = _EstimatorFeed()
 
 
 # ------------------------------------------------------------------ registration
@@ -285,6 +343,7 @@ def reset() -> None:
         _CALLS.clear()
         _DELEGATE.clear()
         _WARNED.clear()
+    _FEED.clear()
 
 
 # ------------------------------------------------------------------ computing
@@ -360,6 +419,7 @@ def compute(est: str, *, token_level_rewards: torch.Tensor, response_mask: torch
                         if "success_threshold is required" in str(err) else "")
                 raise ValueError(f"{est}: {err}{hint}") from None
             _CALLS[est] = step = _CALLS.get(est, 0) + 1
+        _FEED.push(metrics)
         dtype = token_level_rewards.dtype if token_level_rewards.is_floating_point() else torch.float32
         A_t = torch.as_tensor(np.where(pad, 0.0, A), dtype=dtype, device=token_level_rewards.device)
         out = A_t.unsqueeze(-1) * response_mask  # int/bool masks promote to dtype without a copy
@@ -527,5 +587,336 @@ def register_policy_losses() -> list[str]:
         return [POLICY_LOSS]
 
 
+# ------------------------------------------------------------------ guardrails
+def estimator_metrics(calls: list[Mapping[str, Any]]) -> dict[str, float]:
+    """The ``rlvr/*`` metrics of one training step from the estimator calls it made
+    (:data:`integrations.core.STEP_METRICS`, the names TRL's adapter logs): each the mean of its
+    finite values over the calls (one call per step unless
+    ``trainer.v1.<mode>.parameter_sync_step > 1``), left out where none is finite (a
+    ``sign_ratio`` with ``m_F = 0``, the masses of real rewards without a threshold), as TRL's
+    adapter averages them over a logging step.
+
+    >>> estimator_metrics([{"m_S": 0.25, "m_F": 0.5, "sign_ratio": 0.5}, {"m_S": 0.5, "m_F": 0.0,
+    ...                    "sign_ratio": float("inf")}])
+    {'rlvr/m_S': 0.375, 'rlvr/m_F': 0.25, 'rlvr/sign_ratio': 0.5}
+    """
+    out: dict[str, float] = {}
+    for name, key in STEP_METRICS.items():
+        vals = [float(c[key]) for c in calls if isinstance(c.get(key), (int, float)) and math.isfinite(c[key])]
+        if vals:
+            out[name] = float(np.mean(vals))
+    return out
+
+
+def guard_metrics(data: Mapping[str, Any]) -> dict[str, float]:
+    """One verl step log in the guard's columns: :func:`analysis.audit.metric_logs.live_metrics`
+    with verl's map (``actor/entropy`` → ``entropy``, ``rollout_corr/rollout_is_seq_max`` →
+    ``seq_is_ratio_max``, ``actor/rlvr/token/cov_logp_adv`` → ``cov_logp_adv``, ``rlvr/m_S`` →
+    ``m_S``, ``rlvr/frac_all_wrong`` → ``frac_all_wrong``, ...).
+
+    >>> guard_metrics({"actor/entropy": 0.7, "actor/rlvr/token/cov_logp_adv": 0.01, "critic/score/mean": 0.5})
+    {'entropy': 0.7, 'reward_mean': 0.5, 'cov_logp_adv': 0.01}
+    """
+    return live_metrics(data, "verl")
+
+
+def guard_from_env(environ: Mapping[str, str] | None = None) -> Guard | None:
+    """The guard ``RLVR_GUARD`` / ``RLVR_GUARD_ACTION`` name, or ``None`` when ``RLVR_GUARD`` is unset or empty.
+
+    ``RLVR_GUARD`` is a preset of :data:`analysis.guardrails.PRESETS` (``default``) or the path of
+    a JSON rules file (:meth:`analysis.guardrails.Guard.from_spec`); ``RLVR_GUARD_ACTION`` is one of
+    ``log``, ``alert``, ``stop`` and wins over the file's ``action`` (default: the file's, else
+    ``log``).  Anything else is refused with a ``ValueError`` naming the variable and its allowed
+    values.
+
+    >>> guard_from_env({"RLVR_GUARD": "default", "RLVR_GUARD_ACTION": "alert"}).action
+    'alert'
+    >>> guard_from_env({"RLVR_GUARD": "default", "RLVR_GUARD_ACTION": "halt"})
+    Traceback (most recent call last):
+    ...
+    ValueError: RLVR_GUARD_ACTION='halt' is not an action of the rlvr guard; allowed: log, alert, stop
+    """
+    env = os.environ if environ is None else environ
+    spec = env.get(ENV_GUARD, "").strip()
+    action = env.get(ENV_GUARD_ACTION, "").strip() or None
+    if action is not None and action not in ACTIONS:
+        raise ValueError(f"{ENV_GUARD_ACTION}={env.get(ENV_GUARD_ACTION)!r} is not an action of the rlvr guard; "
+                         f"allowed: {', '.join(ACTIONS)}")
+    if not spec:
+        if action is not None:
+            raise ValueError(f"{ENV_GUARD_ACTION}={action!r} is set but {ENV_GUARD} is not: set {ENV_GUARD} to a "
+                             f"preset ({', '.join(PRESETS)}) or the path of a JSON rules file")
+        return None
+    if spec not in PRESETS and not os.path.isfile(spec):
+        raise ValueError(f"{ENV_GUARD}={spec!r} is neither a preset of the rlvr guard ({', '.join(PRESETS)}) nor a "
+                         "JSON rules file (docs/guardrails.md)")
+    try:
+        return Guard.from_spec(spec, action=action)
+    except ValueError as err:
+        raise ValueError(f"{ENV_GUARD}={spec!r}: {err}") from None
+
+
+class GuardStop(RuntimeError):
+    """Raised out of verl's ``logger.log`` by a ``stop`` guard in a trainer whose loop offers no
+    clean exit (verl's legacy ``RayPPOTrainer``), after the checkpoint of the step was saved.
+
+    Attributes
+    ----------
+    step : int
+        The step that fired (the checkpoint ``global_step_<step>``).
+    alerts : list of Alert
+        The alerts that stopped the run.
+    """
+
+    def __init__(self, message: str, *, step: int, alerts: list[Alert]):
+        super().__init__(message)
+        self.step = step
+        self.alerts = alerts
+
+
+_V1_BASE = ("verl.trainer.ppo.v1.trainer_base", "PPOTrainer")
+_LATEST = "latest_checkpointed_iteration.txt"
+
+
+def _is_v1(trainer: Any) -> bool:
+    """Whether ``trainer`` runs verl's v1 loop (``verl.trainer.ppo.v1.PPOTrainer`` or a subclass),
+    tested on the class names so that a process without ``transfer_queue`` need not import it."""
+    return any((c.__module__, c.__name__) == _V1_BASE for c in type(trainer).__mro__)
+
+
+def _looks_like_trainer(obj: Any) -> bool:
+    return obj is not None and callable(getattr(obj, "_save_checkpoint", None)) and hasattr(obj, "config")
+
+
+def _cfg_get(cfg: Any, key: str, default: Any = None) -> Any:
+    if cfg is None:
+        return default
+    try:
+        value = cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
+    except (AttributeError, KeyError):  # omegaconf's ConfigAttributeError / ConfigKeyError of a struct
+        return default
+    return default if value is None else value
+
+
+class VerlGuardHook:
+    """A :class:`analysis.guardrails.Guard` on verl's per-step metrics, and what its action does there.
+
+    Why this mechanism.  verl 0.9.1 has no per-step callback: its extension points are the
+    ``verl.plugins`` entry point (which imports this module in every verl process), the advantage
+    and policy-loss registries, ``trainer.checkpoint_callback_class`` (called only after a
+    checkpoint save) and, in the v1 trainer, ``on_step_end``-style methods meant for subclasses
+    chosen through ``register_trainer`` (a new ``trainer.v1.trainer_mode`` name, which verl's own
+    code compares with ``"sync"``).  Its ``Tracking`` backends are a closed list (``Tracking.__init__``
+    asserts each name).  The one place where each step's whole metrics dict passes, in both the
+    legacy ``RayPPOTrainer.fit`` (``trainer.use_v1=false``) and the v1 ``PPOTrainer.fit`` (the
+    default), is ``Tracking.log(data=metrics, step=global_steps)``, called once per step after
+    the update, the checkpoint and the validation of the step.  :func:`install_guard_hook` wraps
+    ``Tracking.__init__`` and ``Tracking.log`` (the class, so every importer sees it); the wrapped
+    ``__init__`` builds this hook from the environment (:func:`guard_from_env`) and takes the
+    trainer from the frame that creates the ``Tracking`` (verl's ``fit``, its ``self``; verl hands
+    ``Tracking`` no reference to it); the wrapped ``log`` first logs through verl's backends, then
+    calls :meth:`on_log`.  The configuration comes from ``RLVR_GUARD`` / ``RLVR_GUARD_ACTION``
+    because verl's config refuses unknown keys.
+
+    Per training step (a log holding ``training/global_step``; the validation log before training
+    is skipped) :meth:`on_log` maps the metrics with :func:`guard_metrics` and calls
+    ``guard.update(step, ...)``.  Each alert of a rule that starts firing is logged by the logger
+    ``rlvr_diagnostics.verl`` at WARNING; with ``alert`` or ``stop`` it is also appended to
+    ``<run_dir>/rlvr_alerts.jsonl`` (:func:`analysis.guardrails.append_alerts`); with ``stop``:
+
+    1. the step's checkpoint is saved by verl's own ``trainer._save_checkpoint()`` (actor, critic,
+       dataloader state, ``latest_checkpointed_iteration.txt``) unless verl's loop already saved
+       this step (``latest_checkpointed_iteration.txt`` holds it, or with ``async_save`` the
+       loop's ``save_freq`` condition held);
+    2. the v1 trainer (:func:`_is_v1`): ``trainer.total_training_steps`` is lowered to this step.
+       Its loop, ``while ... and self.global_steps <= self.total_training_steps``, increments
+       ``global_steps`` right after the log, so it ends before another step: ``on_train_end()``
+       runs, ``fit`` returns and the run finishes cleanly;
+    3. the legacy ``RayPPOTrainer`` (and any other trainer), unless the step is the run's last:
+       :class:`GuardStop` is raised out of
+       ``logger.log``.  Its loop ends only through ``is_last_step``, a local variable set from
+       ``total_training_steps`` *before* the step runs, or when the ``for`` over the dataloader
+       is exhausted; no attribute the hook can set ends it before another whole step is trained
+       (lowering ``total_training_steps`` would end it only after one more step, past the
+       checkpoint).  So the run stops at the alert with an error (``ray.get`` re-raises
+       ``GuardStop`` in the driver; exit status non-zero), its checkpoint saved.
+
+    Either way ``trainer.resume_mode=auto`` resumes from ``global_step_<step>``.  A resumed run's
+    guard starts with an empty history (verl's checkpoint keeps no metric log), so it does not
+    fire again at once; at its first training step ``s`` the alert lines of steps ``>= s`` are
+    dropped (:func:`analysis.guardrails.drop_alerts_after`).
+
+    Parameters
+    ----------
+    guard : Guard
+        The rules and the action.
+    run_dir : str or path, optional
+        Where ``rlvr_alerts.jsonl`` goes; required for ``alert`` and ``stop``.  :meth:`from_env`
+        uses ``RLVR_LOG_DIR``, else verl's ``trainer.default_local_dir`` (where the checkpoints go).
+    trainer : verl trainer, optional
+        Required for ``stop`` to save a checkpoint (without one ``stop`` raises
+        :class:`GuardStop` with no checkpoint, and says so).
+    stop_mode : {"loop", "raise"}, optional
+        How ``stop`` ends the run (2. or 3. above); default: ``"loop"`` for the v1 trainer,
+        ``"raise"`` otherwise.
+    """
+
+    def __init__(self, guard: Guard, *, run_dir: str | os.PathLike | None = None, trainer: Any = None,
+                 stop_mode: str | None = None):
+        if not isinstance(guard, Guard):
+            raise ValueError(f"guard: expected an analysis.guardrails.Guard, got {type(guard).__name__}")
+        if stop_mode is not None and stop_mode not in ("loop", "raise"):
+            raise ValueError(f"stop_mode must be one of 'loop', 'raise' or None; got {stop_mode!r}")
+        if guard.action in ("alert", "stop") and not run_dir:
+            raise ValueError(f"{ENV_GUARD_ACTION}={guard.action!r} writes {ALERTS_FILE} into the run folder: "
+                             f"set {ENV_LOG_DIR} or verl's trainer.default_local_dir")
+        self.guard = guard
+        self.run_dir = None if not run_dir else os.fspath(run_dir)
+        self.trainer = trainer
+        self.stop_mode = stop_mode
+        #: the alerts that stopped the run (``stop``), else empty
+        self.stopped: list[Alert] = []
+        self._last_step = -1
+
+    @classmethod
+    def from_env(cls, *, config: Any = None, trainer: Any = None,
+                 environ: Mapping[str, str] | None = None) -> VerlGuardHook | None:
+        """The hook ``RLVR_GUARD`` asks for (``None`` when unset): :func:`guard_from_env`, the run
+        folder ``RLVR_LOG_DIR`` or ``config`` 's (a dict or DictConfig of verl's whole config, else
+        ``trainer.config``) ``trainer.default_local_dir``."""
+        env = os.environ if environ is None else environ
+        guard = guard_from_env(env)
+        if guard is None:
+            return None
+        run_dir = env.get(ENV_LOG_DIR) or None
+        if run_dir is None:
+            for cfg in (config, getattr(trainer, "config", None)):
+                run_dir = _cfg_get(_cfg_get(cfg, "trainer"), "default_local_dir")
+                if run_dir:
+                    break
+        return cls(guard, run_dir=run_dir, trainer=trainer)
+
+    # ------------------------------------------------------------ per step
+    def on_log(self, data: Mapping[str, Any], step: int) -> list[Alert]:
+        """One call of verl's ``logger.log(data=metrics, step=...)``: the alerts of the rules
+        that start firing at this step (see the class docstring for the actions)."""
+        if TRAINING_KEY not in data:
+            return []
+        step = int(step)
+        if step <= self._last_step:
+            return []
+        writes = self.guard.action in ("alert", "stop")
+        if self._last_step < 0 and step > 1 and writes:  # resumed from global_step_<step - 1>
+            drop_alerts_after(self.run_dir, step - 1)
+        self._last_step = step
+        alerts = self.guard.update(step, guard_metrics(data))
+        if not alerts:
+            return alerts
+        for a in alerts:
+            logger.warning("guard (%s) at step %d: %s: %s", a.action, a.step, a.rule, a.message)
+        if writes:
+            os.makedirs(self.run_dir, exist_ok=True)
+            append_alerts(self.run_dir, alerts)
+        if self.guard.action == "stop":
+            self._stop(step, alerts)
+        return alerts
+
+    def _saved_by_loop(self, step: int) -> bool:
+        cfg = _cfg_get(self.trainer.config, "trainer")
+        folder = _cfg_get(cfg, "default_local_dir")
+        if folder:
+            try:
+                with open(os.path.join(folder, _LATEST), encoding="utf-8") as fh:
+                    if fh.read().strip() == str(step):
+                        return True
+            except OSError:
+                pass
+        ckpt = _cfg_get(_cfg_get(_cfg_get(self.trainer.config, "actor_rollout_ref"), "actor"), "checkpoint")
+        if not _cfg_get(ckpt, "async_save", False):
+            return False  # a synchronous save of this step would have written latest_checkpointed_iteration.txt
+        freq = _cfg_get(cfg, "save_freq", -1)
+        total = getattr(self.trainer, "total_training_steps", math.inf)
+        return freq > 0 and (step >= total or step % freq == 0)
+
+    def _stop(self, step: int, alerts: list[Alert]) -> None:
+        self.stopped = list(alerts)
+        rules = ", ".join(a.rule for a in alerts)
+        t = self.trainer
+        if t is None:
+            raise GuardStop(f"rlvr guard: {rules} at step {step}: stopping; no verl trainer was found, so no "
+                            "checkpoint was saved", step=step, alerts=self.stopped)
+        if not self._saved_by_loop(step):
+            t._save_checkpoint()
+        where = os.path.join(str(_cfg_get(_cfg_get(t.config, "trainer"), "default_local_dir", "")),
+                             f"global_step_{step}")
+        mode = self.stop_mode or ("loop" if _is_v1(t) else "raise")
+        last = step >= getattr(t, "total_training_steps", math.inf)  # the loop ends after this step anyway
+        if mode == "loop" or last:
+            if not last:
+                t.total_training_steps = step
+            logger.warning("guard: %s at step %d: checkpoint %s saved; training ends after this step "
+                           "(resume with trainer.resume_mode=auto)", rules, step, where)
+            return
+        raise GuardStop(f"rlvr guard: {rules} at step {step}: checkpoint {where} saved by verl's _save_checkpoint; "
+                        f"{type(t).__name__}'s loop has no clean exit, so the run stops here (resume with "
+                        "trainer.resume_mode=auto)", step=step, alerts=self.stopped)
+
+
+def _caller_trainer(depth: int = 4) -> Any:
+    """The verl trainer whose method creates a ``Tracking``: the first ``self`` that looks like
+    one (``_save_checkpoint``, ``config``) in the ``depth`` frames above the wrapped ``__init__``."""
+    frame = sys._getframe(2)
+    for _ in range(depth):
+        if frame is None:
+            return None
+        obj = frame.f_locals.get("self")
+        if _looks_like_trainer(obj):
+            return obj
+        frame = frame.f_back
+    return None
+
+
+def install_guard_hook() -> bool:
+    """Wrap verl's ``Tracking.__init__`` and ``Tracking.log`` once per process (called on import;
+    ``False`` when already installed).
+
+    The wrapped ``__init__`` builds :meth:`VerlGuardHook.from_env` *before* verl's (a bad
+    ``RLVR_GUARD`` / ``RLVR_GUARD_ACTION`` is refused when ``fit`` starts, before any step) and
+    keeps it as ``tracking.rlvr_guard`` (``None`` without ``RLVR_GUARD``).  The wrapped ``log``,
+    on a training step's log (``training/global_step`` in ``data``), adds the
+    :func:`estimator_metrics` of the ``rlvr_*`` estimator calls since the previous one (names
+    verl's metrics already hold are kept), logs the result through verl's backends, then calls
+    ``rlvr_guard.on_log`` (which may raise :class:`GuardStop`).  Every other call is verl's own.
+    """
+    cls = verl_tracking.Tracking
+    if getattr(cls.log, "rlvr_guard_hook", False):
+        return False
+    orig_init, orig_log = cls.__init__, cls.log
+    signature = inspect.signature(orig_init)
+
+    @functools.wraps(orig_init)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        config = signature.bind(self, *args, **kwargs).arguments.get("config")
+        hook = VerlGuardHook.from_env(config=config, trainer=_caller_trainer())
+        orig_init(self, *args, **kwargs)
+        self.rlvr_guard = hook
+
+    @functools.wraps(orig_log)
+    def log(self, data: Any, step: Any, backend: Any = None) -> None:
+        if not isinstance(data, Mapping) or TRAINING_KEY not in data:
+            return orig_log(self, data=data, step=step, backend=backend)
+        extra = {k: v for k, v in estimator_metrics(_FEED.drain()).items() if k not in data}
+        merged = {**data, **extra} if extra else data
+        orig_log(self, data=merged, step=step, backend=backend)
+        hook = getattr(self, "rlvr_guard", None)
+        if hook is not None and backend is None:
+            hook.on_log(merged, step)
+
+    __init__.rlvr_guard_hook = log.rlvr_guard_hook = True  # type: ignore[attr-defined]
+    cls.__init__, cls.log = __init__, log
+    return True
+
+
 register_estimators()
 register_policy_losses()
+install_guard_hook()

@@ -70,8 +70,8 @@ from rlvr_plumbing import checks
 from .readers import _check_steps  # the one check of steps=(first, last), shared with the rollout readers
 from .trainer_log import ALERTS_FILE
 
-__all__ = ["METRIC_FORMATS", "VOCABULARY", "TRAINER_NAMES", "MetricLog", "find_metric_files", "is_metric_file",
-           "detect_metric_format", "read_metrics", "parse_metric_map"]
+__all__ = ["METRIC_FORMATS", "VOCABULARY", "TRAINER_NAMES", "ADAPTER_NAMES", "live_metrics", "MetricLog",
+           "find_metric_files", "is_metric_file", "detect_metric_format", "read_metrics", "parse_metric_map"]
 
 #: the formats :func:`read_metrics` knows
 METRIC_FORMATS = ("trl", "verl", "prime-rl", "wandb", "table")
@@ -192,7 +192,12 @@ _VERL: dict[str, tuple[str, ...]] = {
     "loss": ("actor/loss",),
     "grad_norm": ("actor/grad_norm",),
     "lr": ("actor/lr",),
-    # this toolkit's policy loss rlvr_diagnosed (integrations.verl); verl prefixes actor metrics
+    # this toolkit's verl plugin (integrations.verl): the estimators' masses, added to each step's
+    # log by its Tracking hook, and the policy loss rlvr_diagnosed's token diagnostics (verl
+    # prefixes actor metrics with actor/)
+    "m_S": ("rlvr/m_S",),
+    "m_F": ("rlvr/m_F",),
+    "sign_ratio": ("rlvr/sign_ratio",),
     "cov_logp_adv": ("actor/rlvr/token/cov_logp_adv", "rlvr/token/cov_logp_adv"),
     "entropy_drift_fade": ("actor/rlvr/token/entropy_drift_fade", "rlvr/token/entropy_drift_fade"),
 }
@@ -221,9 +226,52 @@ _PRIME: dict[str, tuple[str, ...]] = {
 #: TRL's names as its ``WandbCallback`` logs them (transformers ``rewrite_logs``: ``train/``, ``eval/``)
 _TRL_WANDB = {ours: tuple("train/" + n for n in names) for ours, names in _TRL.items()}
 _TRAINER_MAPS = {"trl": _TRL, "verl": _VERL, "prime-rl": _PRIME}
-#: each trainer's names of our columns (ours -> theirs, first present wins): read-only use, e.g. the
-#: TRL guard callback of :mod:`integrations.trl` maps a live log with it
+#: each trainer's names of our columns (ours -> theirs, first present wins), read-only; the guard
+#: hooks of :mod:`integrations` (TRL and verl) map a live log with it through :func:`live_metrics`
 TRAINER_NAMES = _TRAINER_MAPS
+
+#: columns outside :data:`VOCABULARY` that the guardrails read (:mod:`analysis.guardrails`:
+#: ``zero_signal``), as this toolkit's adapters log them in every trainer (``integrations.trl``,
+#: ``integrations.verl``); :func:`live_metrics` adds them to a trainer's map
+ADAPTER_NAMES: dict[str, tuple[str, ...]] = {
+    "frac_all_correct": ("rlvr/frac_all_correct",),
+    "frac_all_wrong": ("rlvr/frac_all_wrong",),
+    "solve_rate": ("rlvr/solve_rate",),
+}
+
+
+def live_metrics(logs: Mapping[str, Any], trainer: str) -> dict[str, float]:
+    """One live metric record of ``trainer`` (the dict it hands its loggers at one step) in our
+    columns: :data:`TRAINER_NAMES` ``[trainer]``, then :data:`ADAPTER_NAMES`; for each column the
+    first of its names present in ``logs`` whose value is a number (else the column is left out).
+
+    What the guard hooks of :mod:`integrations` feed :meth:`analysis.guardrails.Guard.update`.
+
+    Parameters
+    ----------
+    logs : mapping
+        The trainer's metric names to values (numbers, 0-d arrays; others are skipped).
+    trainer : str
+        One of ``"trl"``, ``"verl"``, ``"prime-rl"``.
+
+    Examples
+    --------
+    >>> live_metrics({"actor/entropy": 1.5, "rollout_corr/rollout_is_seq_max": 4.0, "rlvr/m_S": 0.2,
+    ...               "rlvr/frac_all_wrong": 0.25, "timing_s/step": 3.0}, "verl")
+    {'entropy': 1.5, 'seq_is_ratio_max': 4.0, 'm_S': 0.2, 'frac_all_wrong': 0.25}
+    """
+    checks.choice("trainer", trainer, tuple(_TRAINER_MAPS))
+    out: dict[str, float] = {}
+    for ours, names in (*_TRAINER_MAPS[trainer].items(), *ADAPTER_NAMES.items()):
+        for name in names:
+            if name.startswith("re:") or name not in logs:
+                continue
+            try:
+                out[ours] = float(logs[name])
+            except (TypeError, ValueError):
+                continue
+            break
+    return out
 
 
 def _val_trl(name: str) -> str | None:

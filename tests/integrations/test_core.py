@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from integrations.core import Policy, parse_params
+from analysis.audit.metric_logs import live_metrics
+from integrations.core import STEP_METRICS, Policy, parse_params
 from rlvr_theory import advantages, masses, schedules
 
 RNG = np.random.default_rng(3)
@@ -116,3 +117,20 @@ def test_parse_params():
     assert parse_params(None) == {}
     with pytest.raises(ValueError, match="param must look like NAME=VALUE"):
         parse_params("delta")
+
+
+def test_step_metrics_are_keys_of_policy_step_and_known_to_the_metric_logs():
+    """The one list of names both adapters log: each reads a key Policy.step reports (a family's
+    masses, a schedule's parameters), and the names the guard reads are the ones
+    analysis.audit.metric_logs maps for both trainers (it cannot import this list)."""
+    R = np.array([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+    keys = set(Policy(advantage="asym_grpo").step(R, group_size=4)[1])
+    for name in ("fade", "agrae"):
+        keys |= set(Policy(schedule=name).step(R, group_size=4)[1])
+    assert set(STEP_METRICS.values()) <= keys
+    assert all(name == "rlvr/" + key or (name, key) == ("rlvr/solve_rate", "solve_rate_mean")
+               for name, key in STEP_METRICS.items())
+    for trainer in ("trl", "verl"):
+        got = live_metrics({name: 0.25 for name in STEP_METRICS}, trainer)
+        assert got == dict.fromkeys(["m_S", "m_F", "sign_ratio", "frac_all_correct", "frac_all_wrong",
+                                     "solve_rate"], 0.25)

@@ -43,6 +43,18 @@ def test_guard_metrics_maps_trl_and_rlvr_names():
     assert {"entropy", "cov_logp_adv", "m_S", "m_F", "frac_zero_std", "seq_is_ratio_max"} <= set(m)
 
 
+def test_guard_metrics_is_the_shared_live_map_and_metrics_the_shared_list():
+    import integrations.trl as rt
+    from analysis.audit.metric_logs import live_metrics
+    from integrations.core import STEP_METRICS
+
+    logs = {"entropy": "n/a", "clip_ratio/region_mean": 0.125, "rlvr/solve_rate": 0.5, "rlvr/abs_adv_sum": 1.0,
+            "rlvr/token/entropy_drift_fade": -0.5, "eval_reward": 0.3}
+    assert guard_metrics(logs) == live_metrics(logs, "trl") == {
+        "clip_frac": 0.125, "entropy_drift_fade": -0.5, "solve_rate": 0.5}  # a non-number is left out
+    assert rt.METRICS is STEP_METRICS  # the names TRL logs are the list shared with the verl plugin
+
+
 def test_guard_argument_refused_before_the_model():
     with pytest.raises(ValueError, match="neither a preset"):
         GRPOTrainer(model=None, guard="no-such-preset-or-file", **ASYM)
