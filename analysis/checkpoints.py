@@ -28,9 +28,14 @@ Architecture-independent naming:
   :func:`check_expert_counts` refuses a pair whose expert counts differ.
 
 Folder layouts (:func:`resolve_checkpoint_dir`): a Hugging Face directory itself; verl's
-``global_step_N`` whose ``actor/huggingface`` (merged) or ``actor`` holds one.  A verl FSDP
-shard directory (``model_world_size_W_rank_R.pt``) is refused with the verl command that
-merges it (:func:`verl_merge_command`).
+``global_step_N`` whose ``actor/huggingface`` (merged) or ``actor`` holds one; verl's FSDP
+shards (``actor/model_world_size_W_rank_R.pt`` beside ``actor/huggingface/config.json``), read
+directly without merging (:class:`_FsdpShards`: weights-only loads with DTensor's classes
+allow-listed, DTensor ``Shard(dim)`` / ``Replicate`` shards and replicated plain tensors put
+back as verl's merger does, bit for bit, each tensor read from the files when asked for).  A
+shard directory it cannot read (a missing rank, another class in the pickle, an unknown
+placement, ...) is refused, naming what is wrong, with the verl command that merges it
+(:func:`verl_merge_command`).
 
 Every refusal is a ``ValueError`` whose message starts with the label of the checkpoint
 (the argument name of the caller, e.g. ``base`` or ``checkpoints[1]``) and names the file
@@ -39,10 +44,14 @@ and the tensor.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
 import re
-from collections.abc import Iterable
+import sys
+import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,6 +95,7 @@ FLOAT_DTYPES = ("BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2")
 DTYPE_NAMES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64",
                "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
 _FSDP_RE = re.compile(r"model_world_size_(\d+)_rank_(\d+)\.pt")
+_FSDP_CONFIG = "fsdp_config.json"
 
 _LAYER_RE = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks|block)\.(\d+)\.")
 _HEAD_NAMES = ("lm_head.weight", "embed_out.weight", "output.weight")
@@ -435,21 +445,82 @@ def verl_merge_command(actor_dir: str | Path) -> str:
 
 def _fsdp_shards(p: Path) -> list[str]:
     try:
-        return sorted(x.name for x in p.iterdir() if _FSDP_RE.fullmatch(x.name))
+        return sorted((x.name for x in p.iterdir() if _FSDP_RE.fullmatch(x.name)),
+                      key=lambda n: tuple(int(g) for g in _FSDP_RE.fullmatch(n).groups()))
     except OSError:
         return []
 
 
+def _fsdp_refusal(label: str, given: Path, actor: Path, reason: str) -> ValueError:
+    """The refusal of a verl FSDP shard directory that is not read directly: the shards, why,
+    and verl's merge command (:func:`verl_merge_command`)."""
+    shards = _fsdp_shards(actor)
+    first = shards[0] if shards else "model_world_size_W_rank_R.pt"
+    more = f" and {len(shards) - 1} more" if len(shards) > 1 else ""
+    return ValueError(f"{label}: {str(given)!r} is a verl FSDP checkpoint ({first}{more} in {str(actor)!r}: "
+                      f"sharded torch state, not a Hugging Face directory) that cannot be read directly: "
+                      f"{reason}; merge it to Hugging Face format first: {verl_merge_command(actor)}")
+
+
+def _fsdp_layout_problem(actor: Path) -> str | None:
+    """What makes the shard files of ``actor`` unreadable as one verl FSDP checkpoint, before
+    any of them is loaded (``None`` when nothing): several world sizes, a missing rank, a world
+    size other than ``fsdp_config.json``'s, no ``huggingface/config.json``, a file that is not a
+    torch archive (zip)."""
+    names = _fsdp_shards(actor)
+    sizes = sorted({int(_FSDP_RE.fullmatch(n).group(1)) for n in names})
+    if len(sizes) > 1:
+        return (f"shards of several world sizes ({', '.join(map(str, sizes))}) in one directory: leftovers of "
+                f"another run")
+    w = sizes[0]
+    ranks = {int(_FSDP_RE.fullmatch(n).group(2)) for n in names}
+    missing = [r for r in range(w) if r not in ranks]
+    if missing:
+        extra = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        return f"shard model_world_size_{w}_rank_{missing[0]}.pt{extra} is missing (world size {w}: ranks 0 to {w - 1})"
+    stray = sorted(r for r in ranks if r >= w)
+    if stray:
+        return f"shard model_world_size_{w}_rank_{stray[0]}.pt is beyond world size {w}"
+    cfg = actor / _FSDP_CONFIG
+    if cfg.is_file():
+        try:
+            doc = json.loads(cfg.read_text())
+            ws = doc.get("world_size") if isinstance(doc, dict) else None
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+            return f"file {str(cfg)!r} is not valid JSON"
+        if ws is not None and ws != w:
+            return f"{_FSDP_CONFIG} says world_size {ws!r} but the shards are of world size {w}"
+    if not (actor / "huggingface" / "config.json").is_file():
+        return ("no huggingface/config.json beside the shards (verl saves the model's config there; it names "
+                "the architecture)")
+    for n in names:
+        if not zipfile.is_zipfile(actor / n):
+            return f"file {n} is not a torch archive (a zip file written by torch.save): truncated or corrupt"
+    return None
+
+
+def _fsdp_actor(p: Path) -> Path | None:
+    """The verl ``actor`` directory whose FSDP shards the (weightless) ``huggingface`` folder
+    ``p`` sits beside, or ``None``."""
+    if p.name == "huggingface" and not (p / SINGLE).is_file() and not (p / INDEX).is_file() \
+            and _fsdp_shards(p.parent):
+        return p.parent
+    return None
+
+
 def resolve_checkpoint_dir(path: str | Path, label: str = "checkpoint") -> Path:
-    """The Hugging Face checkpoint directory that ``path`` designates.
+    """The checkpoint directory that ``path`` designates.
 
     ``path`` itself when it holds ``config.json`` and safetensors weights; for a verl
     ``global_step_N`` (or its ``actor``) directory, the merged ``actor/huggingface`` or an
     ``actor`` that is itself a Hugging Face directory.  A verl FSDP shard directory
     (``model_world_size_W_rank_R.pt`` in ``path``, its ``actor``, or beside a weightless
-    ``huggingface`` folder) is refused with the command that merges it
-    (:func:`verl_merge_command`).  Anything else is returned unchanged (and refused by
-    :class:`Checkpoint` with its own message).
+    ``huggingface`` folder) resolves to ``ACTOR/huggingface`` (the config and tokenizer verl
+    saved; :class:`Checkpoint` reads the shards beside it, and it is where
+    :func:`verl_merge_command` would write the merged model) when the shard set is complete,
+    and is refused with the command that merges it otherwise (a missing rank, several world
+    sizes, no ``huggingface/config.json``, a file that is no torch archive).  Anything else is
+    returned unchanged (and refused by :class:`Checkpoint` with its own message).
     """
     p = Path(path)
     if is_checkpoint_dir(p) or not p.is_dir():
@@ -458,14 +529,341 @@ def resolve_checkpoint_dir(path: str | Path, label: str = "checkpoint") -> Path:
         if is_checkpoint_dir(cand):
             return cand
     for actor in (p, p / "actor", p.parent if p.name == "huggingface" else None):
-        if actor is not None and actor.is_dir():
-            shards = _fsdp_shards(actor)
-            if shards:
-                more = f" and {len(shards) - 1} more" if len(shards) > 1 else ""
-                raise ValueError(f"{label}: {str(p)!r} is a verl FSDP checkpoint ({shards[0]}{more} in "
-                                 f"{str(actor)!r}: sharded torch state, not a Hugging Face directory); merge it "
-                                 f"to Hugging Face format first: {verl_merge_command(actor)}")
+        if actor is not None and actor.is_dir() and _fsdp_shards(actor):
+            problem = _fsdp_layout_problem(actor)
+            if problem is not None:
+                raise _fsdp_refusal(label, p, actor, problem)
+            return actor / "huggingface"
     return p
+
+
+# ------------------------------------------------------- verl FSDP shards
+def _dtensor_globals() -> list[Any]:
+    """The classes a weights-only load of a DTensor state dict needs (allow-listed, nothing else):
+    DTensor, its spec and tensor metadata, the device mesh and the placements.  Partial and
+    _StridedShard are loaded so that they can be refused by name (:class:`_FsdpShards`)."""
+    try:
+        from torch.distributed import tensor as dt
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.tensor import _dtensor_spec as spec
+        from torch.distributed.tensor import placement_types as pt
+    except ImportError:  # a torch without distributed support: plain tensors only
+        return []
+    names = ((spec, "DTensorSpec"), (spec, "TensorMeta"), (spec, "ShardOrderEntry"), (pt, "Shard"),
+             (pt, "Replicate"), (pt, "Partial"), (pt, "_StridedShard"))
+    from torch.distributed import device_mesh as dm
+    names += ((dm, "_MeshLayout"), (dm, "_FlatLayout"))          # the mesh's layout (recent torch)
+    return [dt.DTensor, DeviceMesh] + [getattr(m, n) for m, n in names if hasattr(m, n)]
+
+
+class _QuietMesh(logging.Filter):
+    """Drops torch's warning that a DeviceMesh was unpickled without its process groups (true,
+    and irrelevant here: the mesh is only read for its shape and the rank's coordinate)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "DeviceMesh" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _weights_only_dtensors():
+    log = logging.getLogger("torch.distributed.device_mesh")
+    quiet = _QuietMesh()
+    log.addFilter(quiet)
+    safe = getattr(torch.serialization, "safe_globals", None)
+    # only the classes not yet allow-listed: leaving the context removes what it added, and torch
+    # allow-lists DTensor's classes itself when torch.distributed.tensor is imported
+    have = set(getattr(torch.serialization, "get_safe_globals", list)())
+    need = [c for c in _dtensor_globals() if c not in have]
+    try:
+        with (safe(need) if safe is not None and need else contextlib.nullcontext()):
+            yield
+    finally:
+        log.removeFilter(quiet)
+
+
+@dataclass(frozen=True)
+class _Local:
+    """One rank's entry of a shard file: a DTensor's local shard or a plain tensor, where its
+    bytes lie in the file (``pos``: of element 0 of the view) and how they are laid out."""
+
+    dtensor: bool
+    dtype: torch.dtype
+    shape: tuple[int, ...]          # the global shape (a DTensor's) or the tensor's own
+    local: tuple[int, ...]
+    stride: tuple[int, ...]
+    pos: int
+    contiguous: bool
+    placements: tuple[Any, ...] = ()
+    mesh: tuple[int, ...] = ()
+    coord: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """A local shard placed in the assembled tensor: its file, bytes and global offset ``at``."""
+
+    file: Path
+    pos: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    contiguous: bool
+    at: tuple[int, ...]
+
+
+_WRAPPER_PARTS = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
+_INT_ST = {"int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "bool": "BOOL"}
+
+
+def _st_dtype(dtype: torch.dtype) -> str:
+    """The safetensors dtype string of a torch dtype (``torch.bfloat16`` → ``"BF16"``)."""
+    name = str(dtype).removeprefix("torch.")
+    for st, tn in DTYPE_NAMES.items():
+        if tn == name:
+            return st
+    return _INT_ST.get(name, name.upper())
+
+
+class _FsdpShards:
+    """The tensors of a verl FSDP checkpoint (``ACTOR/model_world_size_W_rank_R.pt``), read
+    without merging.
+
+    Opening loads every shard's pickle with ``torch.load(map_location="meta",
+    weights_only=True)`` and only DTensor's classes allow-listed: no tensor data is read, and
+    each storage's byte offset in the file comes with it.  An entry is a DTensor (FSDP1 with
+    a device mesh, FSDP2: placements ``Shard(dim)`` / ``Replicate`` on a 1-D or 2-D mesh) whose
+    local shards are put back in mesh order, nested concatenation along each sharded dim — what
+    verl's model merger does — or a plain tensor, which every rank must hold identically (one
+    copy is read, as the merger keeps).  :meth:`read` reads the bytes of the pieces it needs
+    straight into the result (rows ``start:stop`` touch only the pieces holding them), so that
+    memory stays at one tensor.  Anything else is refused by ``refuse(reason)``.
+    """
+
+    def __init__(self, actor: Path, label: str, refuse: Callable[[str], ValueError]):
+        self.actor = actor
+        self.label = label
+        names = _fsdp_shards(actor)
+        self.files = [actor / n for n in names]
+        per_rank = [self._load(f, refuse) for f in self.files]
+        keys = list(per_rank[0])
+        for r, d in enumerate(per_rank[1:], start=1):
+            only0, only_r = sorted(set(keys) - set(d)), sorted(set(d) - set(keys))
+            if only0:
+                raise refuse(f"tensor {only0[0]!r} is in rank 0's shard but not in rank {r}'s")
+            if only_r:
+                raise refuse(f"tensor {only_r[0]!r} is in rank {r}'s shard but not in rank 0's")
+        self.entries: dict[str, tuple[torch.dtype, tuple[int, ...], tuple[_Piece, ...]]] = {}
+        plain: list[str] = []
+        for k in keys:
+            locs = [d[k] for d in per_rank]
+            name = k
+            for w in _WRAPPER_PARTS:
+                name = name.replace(w, "")
+            if locs[0].dtensor:
+                self.entries[name] = self._assemble(k, locs, refuse)
+            else:
+                self.entries[name] = self._plain(k, locs, refuse)
+                plain.append(name)
+        lora = [k for k in self.entries if "lora_" in k]
+        if lora:
+            raise refuse(f"the shards hold LoRA adapter weights (e.g. {lora[0]!r}), which are read from the "
+                         f"adapter directory the merger writes, not from the shards")
+        self._check_replicated(plain, refuse)
+
+    # ------------------------------------------------------------ opening
+    def _load(self, file: Path, refuse: Callable[[str], ValueError]) -> dict[str, _Local]:
+        import pickle
+        try:
+            with _weights_only_dtensors():
+                sd = torch.load(file, map_location="meta", weights_only=True)
+        except pickle.UnpicklingError as err:
+            m = re.search(r"GLOBAL ([\w.]+)", str(err))
+            detail = re.search(r"WeightsUnpickler error: ([^\n]*)", str(err))
+            what = (f"class {m.group(1)}" if m else
+                    f"more than tensors ({detail.group(1) if detail else str(err).splitlines()[0]})")
+            raise refuse(f"file {file.name} needs {what}, which a weights-only load does not allow (only tensors "
+                         f"and DTensors, with their placements and device mesh, are read)") from None
+        except Exception as err:  # RuntimeError (zip), EOFError, OSError
+            raise refuse(f"file {file.name} could not be read (truncated or corrupt torch file): {err}") from None
+        with zipfile.ZipFile(file) as z:
+            order = [n for n in z.namelist() if n.endswith("/byteorder")]
+            if order and z.read(order[0]).decode(errors="replace").strip() != sys.byteorder:
+                raise refuse(f"file {file.name} was written on a {z.read(order[0]).decode(errors='replace')}-endian "
+                             f"machine")
+        if not isinstance(sd, dict) or not sd:
+            raise refuse(f"file {file.name} holds a {type(sd).__name__}, not a state dict of tensors")
+        size = file.stat().st_size
+        out: dict[str, _Local] = {}
+        for k, v in sd.items():
+            if not isinstance(k, str) or not isinstance(v, torch.Tensor):
+                raise refuse(f"entry {k!r} of file {file.name} is a {type(v).__name__}, not a tensor")
+            out[k] = self._local(file, k, v, size, refuse)
+        return out
+
+    @staticmethod
+    def _local(file: Path, key: str, v: torch.Tensor, size: int, refuse: Callable[[str], ValueError]) -> _Local:
+        try:
+            from torch.distributed.tensor import DTensor
+            dtensor = isinstance(v, DTensor)
+        except ImportError:
+            dtensor = False
+        t = v._local_tensor if dtensor else v
+        st = t.untyped_storage()
+        off = getattr(st, "_checkpoint_offset", None)
+        if off is None:
+            raise refuse(f"this torch ({torch.__version__}) does not give the storages' offsets in file "
+                         f"{file.name} (tensor {key!r})")
+        item = t.element_size()
+        if any(s < 0 for s in t.stride()):
+            raise refuse(f"tensor {key!r} in file {file.name} has negative strides")
+        span = 0 if t.numel() == 0 else 1 + sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+        end = (t.storage_offset() + span) * item
+        if end > st.nbytes() or off + st.nbytes() > size:
+            raise refuse(f"tensor {key!r} lies beyond the end of file {file.name} (truncated or corrupt)")
+        common = dict(dtype=t.dtype, local=tuple(t.shape), stride=tuple(t.stride()),
+                      pos=off + t.storage_offset() * item, contiguous=t.is_contiguous())
+        if not dtensor:
+            return _Local(False, shape=tuple(t.shape), **common)
+        mesh = v.device_mesh
+        coord = mesh.get_coordinate()
+        if coord is None:
+            raise refuse(f"the rank of file {file.name} is not in the device mesh of tensor {key!r}")
+        return _Local(True, shape=tuple(v.shape), placements=tuple(v.placements), mesh=tuple(mesh.shape),
+                      coord=tuple(int(c) for c in coord), **common)
+
+    def _assemble(self, key: str, locs: list[_Local], refuse: Callable[[str], ValueError]
+                  ) -> tuple[torch.dtype, tuple[int, ...], tuple[_Piece, ...]]:
+        from torch.distributed.tensor import Replicate, Shard
+        a = locs[0]
+        for r, x in enumerate(locs):
+            if not x.dtensor:
+                raise refuse(f"tensor {key!r} is a DTensor on rank 0 but a plain tensor on rank {r}")
+            if (x.placements, x.mesh, x.shape, x.dtype) != (a.placements, a.mesh, a.shape, a.dtype):
+                raise refuse(f"tensor {key!r} has placements {x.placements}, mesh {x.mesh}, shape {x.shape}, "
+                             f"{x.dtype} on rank {r} but {a.placements}, {a.mesh}, {a.shape}, {a.dtype} on rank 0")
+        for p in a.placements:
+            if type(p) not in (Shard, Replicate):
+                raise refuse(f"tensor {key!r} has placement {p!r} (only Shard(dim) and Replicate are read)")
+        if len(a.placements) != len(a.mesh) or math.prod(a.mesh) != len(locs):
+            raise refuse(f"tensor {key!r} has a device mesh of shape {a.mesh} with placements {a.placements}, "
+                         f"but the checkpoint has {len(locs)} rank files")
+        at = {x.coord: (r, x) for r, x in enumerate(locs)}
+        if len(at) != len(locs) or any(not 0 <= c < n for x in locs for c, n in zip(x.coord, a.mesh)):
+            raise refuse(f"the ranks of tensor {key!r} do not cover its device mesh {a.mesh} once each "
+                         f"(coordinates {sorted(at)})")
+
+        def block(prefix: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[_Local, int, list[int]]]]:
+            """Shape of the sub-block at mesh coordinates ``prefix`` and its pieces with offsets."""
+            k = len(prefix)
+            if k == len(a.mesh):
+                r, x = at[prefix]
+                return x.local, [(x, r, [0] * len(x.local))]
+            pl = a.placements[k]
+            if isinstance(pl, Replicate):   # verl's merger keeps the first copy
+                return block(prefix + (0,))
+            d = pl.dim if pl.dim >= 0 else pl.dim + len(a.shape)
+            shape: list[int] | None = None
+            pieces: list[tuple[_Local, int, list[int]]] = []
+            along = 0
+            for j in range(a.mesh[k]):
+                s, ps = block(prefix + (j,))
+                if shape is None:
+                    shape = list(s)
+                elif len(s) != len(shape) or any(s[i] != shape[i] for i in range(len(s)) if i != d):
+                    raise refuse(f"the shards of tensor {key!r} along mesh dimension {k} have shapes that do not "
+                                 f"fit together ({tuple(shape)} and {tuple(s)} concatenated along dim {d})")
+                for x, r, off in ps:
+                    off = list(off)
+                    off[d] += along
+                    pieces.append((x, r, off))
+                along += s[d]
+            shape[d] = along
+            return tuple(shape), pieces
+
+        shape, pieces = block(())
+        if shape != a.shape:
+            raise refuse(f"the shards of tensor {key!r} put together have shape {shape}, not its global shape "
+                         f"{a.shape}")
+        return a.dtype, a.shape, tuple(_Piece(self.files[r], x.pos, x.local, x.stride, x.contiguous, tuple(off))
+                                       for x, r, off in pieces)
+
+    def _plain(self, key: str, locs: list[_Local], refuse: Callable[[str], ValueError]
+               ) -> tuple[torch.dtype, tuple[int, ...], tuple[_Piece, ...]]:
+        a = locs[0]
+        for r, x in enumerate(locs):
+            if x.dtensor:
+                raise refuse(f"tensor {key!r} is a plain tensor on rank 0 but a DTensor on rank {r}")
+            if (x.shape, x.dtype) != (a.shape, a.dtype):
+                raise refuse(f"plain (non-DTensor) tensor {key!r} has shape {x.shape}, {x.dtype} on rank {r} but "
+                             f"{a.shape}, {a.dtype} on rank 0: not a replicated copy, and without placements its "
+                             f"shards cannot be put together")
+        return a.dtype, a.shape, tuple(_Piece(self.files[r], x.pos, x.local, x.stride, x.contiguous,
+                                              (0,) * len(x.local)) for r, x in enumerate(locs))
+
+    def _check_replicated(self, names: list[str], refuse: Callable[[str], ValueError]) -> None:
+        """Every rank's copy of a plain tensor equals rank 0's, bit for bit (verl's merger keeps
+        one copy and refuses ranks that disagree)."""
+        for name in names:
+            dtype, shape, pieces = self.entries[name]
+            first = self._read_pieces(name, dtype, shape, pieces[:1], 0, None)
+            for r, p in enumerate(pieces[1:], start=1):
+                other = self._read_pieces(name, dtype, shape, (p,), 0, None)
+                if not torch.equal(first.reshape(-1).view(torch.uint8), other.reshape(-1).view(torch.uint8)):
+                    raise refuse(f"plain (non-DTensor) tensor {name!r} differs between rank 0 and rank {r}: not a "
+                                 f"replicated copy")
+            self.entries[name] = (dtype, shape, pieces[:1])
+
+    # ------------------------------------------------------------ reading
+    def info(self, name: str) -> tuple[str, tuple[int, ...]]:
+        dtype, shape, _ = self.entries[name]
+        return _st_dtype(dtype), shape
+
+    def read(self, name: str, start: int = 0, stop: int | None = None) -> torch.Tensor:
+        dtype, shape, pieces = self.entries[name]
+        return self._read_pieces(name, dtype, shape, pieces, start, stop)
+
+    def _read_pieces(self, name: str, dtype: torch.dtype, shape: tuple[int, ...], pieces: tuple[_Piece, ...],
+                     start: int, stop: int | None) -> torch.Tensor:
+        if not shape:
+            out = torch.empty((), dtype=dtype)
+            for p in pieces:
+                self._read_into(name, p.file, p.pos, out.reshape(1))
+            return out
+        lo, hi, _ = slice(start, stop).indices(shape[0])     # Python's slicing, as safetensors'
+        hi = max(lo, hi)
+        out = torch.empty((hi - lo,) + shape[1:], dtype=dtype)
+        for p in pieces:
+            r0, r1 = max(lo, p.at[0]), min(hi, p.at[0] + p.shape[0])
+            if r1 <= r0 or math.prod(p.shape) == 0:
+                continue
+            sub = (r1 - r0,) + p.shape[1:]
+            target = out[(slice(r0 - lo, r1 - lo),) + tuple(slice(a, a + n) for a, n in zip(p.at[1:], p.shape[1:]))]
+            item = out.element_size()
+            if p.contiguous:
+                pos = p.pos + (r0 - p.at[0]) * math.prod(p.shape[1:]) * item
+                buf = target if target.is_contiguous() else torch.empty(sub, dtype=dtype)
+                self._read_into(name, p.file, pos, buf)
+            else:
+                span = 1 + sum((n - 1) * s for n, s in zip(sub, p.stride))
+                flat = torch.empty(span, dtype=dtype)
+                self._read_into(name, p.file, p.pos + (r0 - p.at[0]) * p.stride[0] * item, flat)
+                buf = flat.as_strided(sub, p.stride)
+            if buf is not target:
+                target.copy_(buf)
+        return out
+
+    def _read_into(self, name: str, file: Path, pos: int, buf: torch.Tensor) -> None:
+        """Fill the contiguous ``buf`` with the bytes of ``file`` from ``pos``."""
+        view = memoryview(buf.reshape(-1).view(torch.uint8).numpy())
+        try:
+            with open(file, "rb") as fh:
+                fh.seek(pos)
+                got = fh.readinto(view)
+        except OSError as err:
+            raise ValueError(f"{self.label}: tensor {name!r} in verl FSDP shard {str(file)!r} could not be read: "
+                             f"{err}") from None
+        if got != len(view):
+            raise ValueError(f"{self.label}: tensor {name!r} in verl FSDP shard {str(file)!r} could not be read "
+                             f"(truncated file: {got} of {len(view)} bytes at offset {pos})")
 
 
 @dataclass(frozen=True)
@@ -507,7 +905,10 @@ class Checkpoint:
     Use :func:`open_checkpoint`.  Attributes: ``path``, ``label`` (prefix of error
     messages), ``config`` (the parsed ``config.json``), ``tensors`` (name →
     :class:`TensorInfo`, in file order), ``head`` (output-head tensor name or ``None``),
-    ``tied`` (whether the head is the input embedding), ``vocab_size``.
+    ``tied`` (whether the head is the input embedding), ``vocab_size``.  For verl FSDP shards
+    ``path`` is ``ACTOR/huggingface`` (config and tokenizer), the tensors are read from the
+    shards beside it (:class:`_FsdpShards`; ``TensorInfo.file`` names rank 0's shard,
+    :attr:`files` all of them).
     """
 
     def __init__(self, path: str | Path, label: str = "checkpoint"):
@@ -519,8 +920,10 @@ class Checkpoint:
         if not p.is_dir():
             raise ValueError(f"{label}: {str(p)!r} is not a directory (expected a Hugging Face checkpoint "
                              f"directory with config.json and model.safetensors)")
+        given = p
         p = resolve_checkpoint_dir(p, label)
         self.path = p
+        self._fsdp: _FsdpShards | None = None
         cfg = p / "config.json"
         if not cfg.is_file():
             raise ValueError(f"{label}: {str(p)!r} is not a Hugging Face checkpoint directory: no config.json")
@@ -535,6 +938,8 @@ class Checkpoint:
             self._scan(p / SINGLE, None)
         elif (p / INDEX).is_file():
             self._scan_index(p / INDEX)
+        elif (actor := _fsdp_actor(p)) is not None:
+            self._scan_fsdp(actor, given)
         else:
             other = sorted(x.name for x in p.iterdir() if x.suffix in (".bin", ".pt", ".pth", ".gguf"))
             hint = (f" (found {', '.join(other)}: only safetensors are read; convert with "
@@ -559,6 +964,21 @@ class Checkpoint:
                 raise ValueError(f"{self.label}: tensor {missing[0]!r} is listed in {INDEX} for file "
                                  f"{str(file)!r} but that file does not contain it"
                                  + (f" ({len(missing) - 1} more missing)" if len(missing) > 1 else ""))
+
+    def _scan_fsdp(self, actor: Path, given: Path) -> None:
+        """The tensors of verl's FSDP shards in ``actor`` (:class:`_FsdpShards`), with the names,
+        dtypes and global shapes of the model; with tied embeddings (``tie_word_embeddings``) an
+        output head saved beside the embedding it is tied to is dropped, as verl's merger does."""
+        self._fsdp = _FsdpShards(actor, self.label, lambda why: _fsdp_refusal(self.label, given, actor, why))
+        first = self._fsdp.files[0]
+        for name in self._fsdp.entries:
+            dtype, shape = self._fsdp.info(name)
+            self.tensors[name] = TensorInfo(name, first, dtype, shape)
+        head, _ = find_output_head(self.tensors, {"tie_word_embeddings": False})
+        emb = _find_embedding(list(self.tensors))
+        if head is not None and emb is not None and _tied(self.config) \
+                and self.tensors[head].shape == self.tensors[emb].shape:
+            del self.tensors[head]
 
     def _scan_index(self, index: Path) -> None:
         try:
@@ -610,6 +1030,9 @@ class Checkpoint:
 
     @property
     def files(self) -> list[Path]:
+        """The weight files (every rank's shard of a verl FSDP checkpoint)."""
+        if self._fsdp is not None:
+            return list(self._fsdp.files)
         return sorted({t.file for t in self.tensors.values()})
 
     @property
@@ -635,6 +1058,8 @@ class Checkpoint:
     def read(self, name: str, start: int = 0, stop: int | None = None) -> torch.Tensor:
         """Tensor ``name`` (rows ``start:stop`` of its first axis) as stored (e.g. bfloat16), on the CPU."""
         info = self.info(name)
+        if self._fsdp is not None:
+            return self._fsdp.read(name, start, stop)
         with _safe_open(info.file, self.label) as f:
             try:
                 if start == 0 and (stop is None or stop >= (info.shape[0] if info.shape else 0)):

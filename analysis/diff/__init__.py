@@ -19,6 +19,9 @@ One module per job:
 - :mod:`~analysis.diff.head`: the head's leading singular vector ``u`` and its top tokens;
 - :mod:`~analysis.diff.align`: alignment across checkpoints, pairwise cosines, clustering;
 - :mod:`~analysis.diff.settings`: accepted values, thresholds, phases (constants);
+- :mod:`~analysis.diff.reconstruct`: checkpoints that test the claims, rank-k parts of ``ΔW`` and
+  series extrapolated in the step (``rlvr-diff reconstruct``; imported as a module, its functions
+  ``reconstruct`` / ``extrapolate`` are not re-exported here so that the module name stays free);
 - :mod:`~analysis.diff.cli`: the ``rlvr-diff`` command.
 
 No module holds state that changes while a diff runs: two diffs in one process (two threads)

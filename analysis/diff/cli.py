@@ -7,6 +7,11 @@
     rlvr-diff hidden-states CHECKPOINT --rollouts FILE.jsonl --out DIR [--tokenizer DIR]
               [--device auto|cpu|cuda] [--batch-size 8] [--temperature 1.0] [--threads N]
               [--overwrite] [--json] [--quiet]
+    rlvr-diff reconstruct BASE RL --rank K|full --out DIR [--rescale] [--others rl|base]
+              [--allow-other-base] [--device auto|cpu|cuda] [--max-shard-size 5GB] [--threads N]
+              [--overwrite] [--json] [--quiet]
+    rlvr-diff reconstruct --series CK1 CK2 [...] | RUN_DIR --extrapolate STEP [--steps S1 S2 ...]
+              --out DIR [--max-shard-size 5GB] [--threads N] [--overwrite] [--json] [--quiet]
 
 ``weights`` (the default subcommand: ``rlvr-diff BASE RL --out DIR`` is ``rlvr-diff weights
 BASE RL --out DIR``; each ``RL`` may also be a PEFT LoRA adapter directory, measured from its
@@ -20,7 +25,14 @@ last one.  ``--cast bf16|fp16|fp32`` rounds both sides to one precision before t
 ``base_model_name_or_path`` names another base than ``BASE`` is refused unless
 ``--allow-other-base`` (then recorded ``"base_identity": "other (allowed)"``; see
 :func:`analysis.diff.lora.base_identity`).  ``hidden-states`` writes
-``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  Both JSON files
+``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  ``reconstruct``
+writes a Hugging Face checkpoint ``DIR`` (:mod:`analysis.diff.reconstruct`): ``W_base`` plus the
+rank-``K`` part of every matrix's ``ΔW`` (``--rescale``: rescaled to ``‖ΔW‖_F``; ``--others``: where
+norms and biases come from), or, with ``--extrapolate STEP``, the per-entry least-squares line in
+the step of a series (``--series`` checkpoints whose steps are read from their names
+``checkpoint-N`` / ``global_step_N`` or given with ``--steps``; one ``RUN_DIR`` stands for its
+checkpoints in step order); an existing non-empty ``DIR`` is refused unless ``--overwrite``.  The
+first two JSON files
 carry a ``"run"`` block (:func:`rlvr_plumbing.runtime.run_metadata`: package version, the
 command's settings, seed, device, threads).  ``--json`` prints the JSON document on stdout;
 otherwise a short summary is printed unless ``--quiet`` (which also hides progress bars).
@@ -113,8 +125,46 @@ def _add_hidden_states(sub: Any) -> None:
     ap.set_defaults(func=_run_hidden_states)
 
 
+def _add_reconstruct(sub: Any) -> None:
+    from .reconstruct import DEFAULT_MAX_SHARD_SIZE, OTHERS, RANK_FULL
+
+    ap = sub.add_parser(
+        "reconstruct", help="write a checkpoint: W_base + the rank-k part of ΔW, or a series extrapolated in the step",
+        description="Write a loadable Hugging Face checkpoint that tests a claim about ΔW: 'reconstruct BASE RL "
+                    "--rank K --out DIR' (every weight matrix W_base + the top-K SVD part of ΔW = W_rl - W_base; "
+                    "AlphaRL, arXiv 2510.00553) or 'reconstruct --series CK1 CK2 ... --extrapolate STEP --out DIR' "
+                    "(per entry, the least-squares line in the training step evaluated at STEP; RLVR-Linearity, "
+                    "arXiv 2601.04537).  Written tensor by tensor, atomically.")
+    ap.add_argument("inputs", metavar="BASE RL", nargs="*",
+                    help="base checkpoint and RL checkpoint (or LoRA adapter) directories (not with --extrapolate)")
+    ap.add_argument("--rank", metavar="K|full",
+                    help=f"singular directions of ΔW kept per matrix: an integer >= 1 or {RANK_FULL!r} "
+                         "(min(K, smaller side) per matrix)")
+    ap.add_argument("--rescale", action="store_true",
+                    help="rescale the rank-K part of every matrix to the Frobenius norm of its ΔW")
+    ap.add_argument("--others", choices=OTHERS, default="rl",
+                    help="where floating-point tensors that are not matrices (norms, biases) come from [rl]")
+    ap.add_argument("--extrapolate", type=float, metavar="STEP",
+                    help="write the per-entry least-squares line in the step of --series, evaluated at STEP")
+    ap.add_argument("--series", nargs="+", metavar="CKPT",
+                    help="checkpoints of one run (>= 2), or one run directory (its checkpoint-N / global_step_N)")
+    ap.add_argument("--steps", nargs="+", type=float, metavar="STEP",
+                    help="the training step of each --series checkpoint [read from the names]")
+    ap.add_argument("--out", required=True, metavar="DIR", help="checkpoint directory to write (atomically)")
+    ap.add_argument("--device", default="auto", help="where the SVDs run: auto (CUDA when present), cpu, cuda")
+    ap.add_argument("--max-shard-size", default=str(DEFAULT_MAX_SHARD_SIZE // 10**9) + "GB", metavar="SIZE",
+                    help="largest safetensors shard, e.g. 5GB, 500MB [5GB]")
+    ap.add_argument("--allow-other-base", action="store_true",
+                    help="read a LoRA adapter whose base_model_name_or_path names another base than BASE")
+    runner.add_threads_option(ap)
+    runner.add_overwrite_option(ap)
+    ap.add_argument("--json", action="store_true", help="print reconstruct.json on stdout")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    ap.set_defaults(func=_run_reconstruct)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``rlvr-diff`` parser: subcommands ``weights`` (default) and ``hidden-states``.
+    """The ``rlvr-diff`` parser: subcommands ``weights`` (default), ``hidden-states`` and ``reconstruct``.
 
     Examples
     --------
@@ -128,11 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Checkpoint analysis of RL runs.  'rlvr-diff [weights] BASE RL... --out DIR': ΔW report "
                     "(FADE App. 15); 'rlvr-diff hidden-states CHECKPOINT --rollouts FILE --out DIR': hidden-state "
-                    "geometry (FADE App. 15.2).  'weights' is the default subcommand.")
-    sub = ap.add_subparsers(dest="command", metavar="{weights,hidden-states}")
+                    "geometry (FADE App. 15.2); 'rlvr-diff reconstruct BASE RL --rank K --out DIR': rank-K "
+                    "checkpoint (or --extrapolate STEP along a --series).  'weights' is the default subcommand.")
+    sub = ap.add_subparsers(dest="command", metavar="{weights,hidden-states,reconstruct}")
     sub.required = True
     _add_weights(sub)
     _add_hidden_states(sub)
+    _add_reconstruct(sub)
     return ap
 
 
@@ -240,6 +292,65 @@ def _run_hidden_states(args: argparse.Namespace) -> int:
         print(f"report: {out}/hidden_states.md, hidden_states.html, hidden_states.json")
         print(f"rho_perp: correct {_fmt(r['success'])}, failed {_fmt(r['failure'])} (ratio {_fmt(r['ratio'])}); "
               f"||R_F||/||R_S|| = {_fmt(doc['residual_ratio'])} vs CLT sqrt(N_S/N_F) = {_fmt(doc['clt_baseline'])}")
+    return 0
+
+
+def _run_reconstruct(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..report import to_json
+    from . import reconstruct as rc
+    from .stream import series
+
+    if args.extrapolate is None:
+        for flag, v in (("--series", args.series), ("--steps", args.steps)):
+            if v:
+                raise ValueError(f"{flag[2:]} goes with --extrapolate STEP (a series extrapolated in the step); "
+                                 "for a rank-K checkpoint give BASE RL --rank K")
+        if len(args.inputs) != 2:
+            raise ValueError(f"inputs: give BASE and RL (two checkpoint directories), got {len(args.inputs)}: "
+                             f"{args.inputs}; or --series CK1 CK2 ... --extrapolate STEP")
+        if args.rank is None:
+            raise ValueError("rank is required with BASE RL: an integer >= 1 or 'full', e.g. --rank 1")
+        doc = rc.reconstruct(args.inputs[0], args.inputs[1], args.out, rank=args.rank, rescale=args.rescale,
+                             others=args.others, overwrite=args.overwrite, device=args.device,
+                             max_shard_size=args.max_shard_size, allow_other_base=args.allow_other_base,
+                             progress=not args.quiet)
+    else:
+        if args.inputs:
+            raise ValueError(f"inputs: no BASE/RL with --extrapolate (got {args.inputs}); give the checkpoints "
+                             "with --series CK1 CK2 ...")
+        for flag, bad in (("--rank", args.rank is not None), ("--rescale", args.rescale),
+                          ("--others", args.others != "rl")):
+            if bad:
+                raise ValueError(f"{flag[2:]} is not used with --extrapolate; to keep the rank-K part of an "
+                                 "extrapolated checkpoint, run 'rlvr-diff reconstruct BASE EXTRAPOLATED --rank K'")
+        if not args.series:
+            raise ValueError("series is required with --extrapolate: --series CK1 CK2 ... (or one run directory)")
+        cks = list(args.series)
+        if len(cks) == 1 and Path(cks[0]).is_dir() and not (Path(cks[0]) / "config.json").is_file():
+            cks = series(cks[0])
+        if len(cks) < 2:
+            raise ValueError(f"series must hold at least 2 checkpoints (a line in the step needs two points), "
+                             f"got {len(cks)}: {cks}")
+        if args.steps is not None and len(args.steps) != len(cks):
+            raise ValueError(f"steps must give one step per --series checkpoint ({len(cks)}), got {len(args.steps)}")
+        doc = rc.extrapolate(cks, args.out, at=args.extrapolate, steps=args.steps, overwrite=args.overwrite,
+                             max_shard_size=args.max_shard_size, progress=not args.quiet)
+    doc["settings"] = _settings(args)
+    if args.json:
+        print(to_json(doc))
+    elif not args.quiet:
+        print(f"checkpoint: {args.out} ({', '.join(doc['shards'])}; {', '.join(doc['copied_files'])})")
+        if doc["kind"] == "rank_k":
+            c = doc["counts"]
+            e = doc["energy_total"]
+            print(f"rank {doc['rank']}{' (rescaled to ‖ΔW‖)' if doc['rescale'] else ''}: {c['matrices']} matrices, "
+                  f"{c['other_from_' + doc['others']]} other tensors from {doc['others']}; the rank-{doc['rank']} "
+                  f"parts hold {_fmt(None if e is None else 100 * e)}% of ‖ΔW‖²")
+        else:
+            print(f"extrapolated to step {_fmt(doc['extrapolate'])} from steps "
+                  f"{', '.join(_fmt(s) for s in doc['steps'])} (weights {', '.join(_fmt(w) for w in doc['weights'])})")
     return 0
 
 

@@ -315,10 +315,11 @@ def series(run_dir: str | os.PathLike) -> list[str]:
 
     * ``checkpoint-<step>`` (TRL and transformers' Trainer, any zero padding, e.g.
       ``checkpoint-000200`` as this project's trainer writes them) that contain a ``config.json``;
-    * verl's ``global_step_<step>``: its merged ``actor/huggingface`` directory, or an
-      ``actor`` directory that holds a Hugging Face checkpoint itself.  A step whose ``actor``
-      holds only FSDP shards (``model_world_size_W_rank_R.pt``) is refused with the verl
-      command that merges it (:func:`analysis.checkpoints.verl_merge_command`).
+    * verl's ``global_step_<step>``: its merged ``actor/huggingface`` directory, an ``actor``
+      directory that holds a Hugging Face checkpoint itself, or the FSDP shards of ``actor``
+      (``model_world_size_W_rank_R.pt``, read directly, listed as ``actor/huggingface``); a
+      shard set that cannot be read is refused with the verl command that merges it
+      (:func:`analysis.checkpoints.verl_merge_command`).
 
     Temporary or partial directories (other names, no ``config.json``) are ignored.
     Raises ``ValueError`` if ``run_dir`` is not a directory or holds none.
