@@ -168,7 +168,8 @@ class EntropyDrop:
 
 @dataclass(frozen=True)
 class _Persistent:
-    """A condition on one column that holds on each of the last ``steps`` logged steps."""
+    """A condition on one column that holds on each of the last ``steps`` steps that logged it
+    (a step whose value is missing is skipped)."""
 
     steps: int = 10
     name: ClassVar[str] = ""
@@ -195,10 +196,14 @@ class _Persistent:
         x = self._series(history)
         if x is None or x.size == 0:
             return None
+        # the steps that logged the metric (TRL logs the masses on generation steps only when a
+        # batch serves several optimiser steps): a step without it neither breaks nor extends a run
+        logged = ~np.isnan(x)
+        s = _steps(history, x.size)[logged]
+        x = x[logged]
         n = _last_run(self._flags(x))
         if n < self.steps:
             return None
-        s = _steps(history, x.size)
         return Alert(int(s[-1]), self.name, self._message(x, n, history), value=float(x[-1]),
                      threshold=self._threshold(x), source=self.source)
 

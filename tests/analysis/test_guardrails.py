@@ -49,7 +49,21 @@ def test_cov_positive_needs_n_consecutive_steps():
     a = rule.check(_hist(cov_logp_adv=[0.1, 0.2, -0.1, 0.3, 0.2, 0.05]))
     assert a is not None and a.step == 6 and a.value == pytest.approx(0.05)
     assert "3 consecutive" in a.message and "last 0.05, mean 0.1833" in a.message
-    assert rule.check(_hist(cov_logp_adv=[0.1, 0.2, np.nan, 0.3])) is None               # NaN breaks the run
+    # a step that did not log the metric (NaN) is skipped: it neither breaks nor extends a run
+    a = rule.check(_hist(cov_logp_adv=[0.1, 0.2, np.nan, 0.3]))
+    assert a is not None and a.step == 4 and "3 consecutive" in a.message
+    assert rule.check(_hist(cov_logp_adv=[0.1, np.nan, np.nan, 0.3])) is None
+    assert rule.check(_hist(cov_logp_adv=[0.1, 0.2, 0.3, np.nan])).step == 3  # fired at the last step that logged it
+
+
+def test_masses_logged_every_other_step_still_fire():
+    """TRL with num_iterations = 2 logs the masses on generation steps only: the sign ratio rule
+    counts the steps that logged them (before, the NaN steps broke every run and it never fired)."""
+    nan = np.nan
+    m_S, m_F = [0.2, nan, 0.3, nan, 0.25, nan], [0.0, nan, 0.0, nan, 0.0, nan]
+    guard = Guard((SignRatio(steps=3),), action="log")
+    fired = [guard.update(s, {"m_S": a, "m_F": b}) for s, (a, b) in enumerate(zip(m_S, m_F), 1)]
+    assert [[x.step for x in f] for f in fired] == [[], [], [], [], [5], []]  # once, at the third logged step
 
 
 def test_sign_ratio_band_from_masses_and_from_a_ratio_column():
