@@ -48,6 +48,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from trl_grpo import tiny_model  # the script's folder is on sys.path: the model of examples/trl_grpo.py
+
 ROOT = Path(__file__).resolve().parent
 REPO = ROOT.parent
 SEED = 0
@@ -120,22 +122,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def tiny_qwen2(tokenizer, seed: int):
-    """The model of examples/trl_grpo.py (same config and seed, so both runs start from the same weights)."""
-    import torch
-    from transformers import AutoModelForCausalLM, Qwen2Config
-
-    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, intermediate_size=128, max_position_embeddings=64,
-                      tie_word_embeddings=False, pad_token_id=tokenizer.pad_token_id,
-                      bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    return model
 
 
 def starts_with_digit(text: str) -> float:
@@ -277,7 +263,7 @@ def make_verl(out: Path, steps: int = VERL_STEPS, seed: int = SEED) -> Path:
                           device_name="cpu", flops_counter=None, profiler=NoProfiler(), loss_fn=loss_fn)
         return w
 
-    policy = tiny_qwen2(tokenizer, seed)
+    policy = tiny_model(tokenizer, seed)
     reference = copy.deepcopy(policy).eval().requires_grad_(False)
     actor = worker(engine(policy, actor_cfg, train=True), partial(ppo_loss, config=actor_cfg))
     ref = worker(engine(reference, ref_cfg, train=False), None)

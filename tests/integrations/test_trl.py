@@ -348,10 +348,23 @@ def test_example_script(tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "trl_grpo.py"), "--out", str(out),
-                           "--steps", "2"], env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=240)
+                           "--steps", "2", "--advantage", "asym_grpo", "--param", "delta=0.3"],
+                          env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "completions tables: 2" in proc.stdout
-    adv = advantages.get("asym_grpo", delta=0.5)
+    adv = advantages.get("asym_grpo", delta=0.3)  # --advantage / --param reached the trainer
     for df in T.parquet_tables(str(out)).values():
         R = df["starts_with_digit"].to_numpy().reshape(-1, 8)
         np.testing.assert_allclose(df["advantage"].to_numpy(), adv(R).ravel(), rtol=1e-12, atol=1e-12)
+    state = json.load(open(out / "trainer_state.json"))  # saved at the end: rlvr-audit OUT --metrics reads it
+    assert state["global_step"] == 2 and any("rlvr/m_S" in h for h in state["log_history"])
+
+
+@pytest.mark.parametrize("flags, message", [(["--param", "delta"], "NAME=VALUE"),
+                                            (["--advantage", "no_such_family"], "no_such_family")])
+def test_example_script_refuses_bad_flags(tmp_path, flags, message):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "trl_grpo.py"), "--out",
+                           str(tmp_path / "run"), *flags], env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-3000:]
+    assert not (tmp_path / "run").exists()
