@@ -23,7 +23,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 PIP_PINS := $(if $(LOCK),-c $(LOCK),--upgrade --upgrade-strategy eager)
 
 .PHONY: figures gallery test test-slow test-all test-latest test-integrations integration-envs lint bench setup \
-	lock gpu-check clean browser
+	lock gpu-check clean browser dist
 
 setup: $(STAMP)
 
@@ -73,6 +73,15 @@ test-latest:
 GPU_CHECK_ARGS ?=
 gpu-check: $(STAMP)
 	$(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+
+# The wheel, dist/rlvr_diagnostics-VERSION-py3-none-any.whl (offline: the setuptools of .venv, no
+# dependencies; build/ is removed first so that no deleted module survives in it).  Install it with its
+# extras from the file: pip install "dist/rlvr_diagnostics-0.1.0-py3-none-any.whl[trl]" (README, Install);
+# tests/test_wheel_install.py (slow) builds it the same way and installs it into a fresh venv.
+dist: $(STAMP)
+	rm -rf build dist/rlvr_diagnostics-*.whl
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --no-index --wheel-dir dist .
+	@ls dist/rlvr_diagnostics-*.whl
 
 # The TRL and verl adapters, each tested in its own environment (verl 0.9.1 pins
 # transformers <= 5.10, trl 1.16 pulls 5.23).  An environment is built once from

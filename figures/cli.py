@@ -1,9 +1,11 @@
 """``rlvr-figures list | make NAME... --out DIR | make --all [--full] | check [--full] | guide | gallery``
 (also ``python -m figures``).
 
-``check`` makes the figures, prints every paper claim next to ours (pass / explained / not
-reproducible here / fail) and writes that table to ``docs/reproduction.md``; it exits 1 when a
-claim fails without an explanation.  An existing table that already holds the same claims at
+``check`` makes the figures and puts every paper claim next to ours (pass / explained / not
+reproducible here / fail) in one table, written to ``OUT/claims.txt`` and ``OUT/claims.csv`` and to
+``docs/reproduction.md``; it prints one summary line (figures made, claims by status, time), each
+failed claim in full and where the table went (``--verbose``: also a line per figure and the whole
+table), and exits 1 when a claim fails without an explanation.  An existing table that already holds the same claims at
 their precision (numbers within tol/10 of those shown) is left untouched, so ``make figures`` keeps a clean
 checkout clean (:func:`figures.registry.write_reproduction`).  Parsing, errors (exit 2), Ctrl-C (130), a closed pipe (141)
 and ``--threads`` are those of every console script of the toolkit (:mod:`rlvr_plumbing.runner`,
@@ -81,23 +83,53 @@ def _make(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    say = (lambda name: None) if args.quiet else (lambda name: print(f"making {name} ...", flush=True))
+    """Make the figures; print one summary line, every failed claim in full and where the table
+    went (``--verbose``: also a line per figure and the whole table; ``--quiet``: no failures, no
+    progress).  The table goes to ``OUT/claims.txt``, ``OUT/claims.csv`` and ``--doc``."""
     for name in args.names or ():
         registry.get(name)  # refuse unknown names before writing anything
     check_out(args.out, overwrite=True)
     check_out(args.doc, kind="file", arg="doc")
-    table = registry.check(args.names or None, args.out, full=args.full, progress=say)
+    say = _progress(args)
+    try:
+        table = registry.check(args.names or None, args.out, full=args.full, progress=say)
+    finally:
+        say(None)
+    paths = registry.write_check_table(args.out, table)
     written = registry.write_reproduction(args.doc, table, full=args.full)
-    if not args.quiet:
-        import pandas as pd
-
-        with pd.option_context("display.max_rows", None, "display.max_colwidth", 60, "display.width", 200):
-            print(table[["figure", "claim", "paper", "ours", "status"]].to_string(index=False))
+    if args.verbose:
+        print(registry.check_table_text(table), end="")
     counts = table.status.value_counts()
-    print(f"{len(table)} claims: " + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in
-                                              ("pass", "explained", registry.NOT_HERE, "fail"))
-          + (f"; table written to {args.doc}" if written else f"; {args.doc} unchanged (same claims at their precision)"))
+    n_fig, secs = table.attrs.get("figures", table.figure.nunique()), table.attrs.get("seconds", 0.0)
+    took = f"{secs:.0f} s" if secs < 90 else f"{int(secs // 60)} min {secs % 60:02.0f} s"
+    print(f"{n_fig} figure{'s' if n_fig != 1 else ''} made in {took}; {len(table)} claims: "
+          + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in ("pass", "explained", registry.NOT_HERE, "fail")))
+    if not args.quiet:
+        for r in table[table.status == "fail"].itertuples():
+            print(f"  FAIL {r.figure}: {r.claim} ({r.source}): paper {fmt_number(r.paper)}, ours "
+                  f"{fmt_number(r.ours)}, tol {fmt_number(r.tol)}")
+    print(f"full table: {paths[0]} (and {paths[1].name}, with notes); "
+          + (f"{args.doc} written" if written else f"{args.doc} unchanged (same claims at their precision)"))
     return 1 if counts.get("fail", 0) else 0
+
+
+def _progress(args: argparse.Namespace):
+    """Per-figure progress of ``check``: a line each with ``--verbose``; on a terminal one status
+    line on stderr, rewritten in place and erased by ``say(None)``; otherwise nothing."""
+    import sys
+
+    if args.verbose:
+        return lambda name: None if name is None else print(f"making {name} ...", flush=True)
+    if args.quiet or not sys.stderr.isatty():
+        return lambda name: None
+    total = len(args.names) if args.names else len(registry.names())
+    seen = [0]
+
+    def say(name: str | None) -> None:
+        seen[0] += name is not None
+        sys.stderr.write("\r\033[K" + ("" if name is None else f"[{seen[0]}/{total}] making {name} ..."))
+        sys.stderr.flush()
+    return say
 
 
 def _guide(args: argparse.Namespace) -> int:
@@ -150,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--out", default="figures/out", help="figure folder (default figures/out)")
     ck.add_argument("--doc", default="docs/reproduction.md", help="Markdown table to write (default docs/reproduction.md)")
     ck.add_argument("--full", action="store_true", help="paper-scale data where a figure has it (slow)")
-    ck.add_argument("--quiet", action="store_true", help="print only the summary")
+    ck.add_argument("--quiet", action="store_true", help="print only the summary line and where the table went")
+    ck.add_argument("-v", "--verbose", action="store_true",
+                    help="also print a line per figure and the whole claims table (as written to OUT/claims.txt)")
     runner.add_threads_option(ck)
     ck.set_defaults(func=_check)
     gd = sub.add_parser("guide", help="rewrite the generated table of docs/choosing_an_advantage.md")

@@ -246,7 +246,8 @@ def guide_markdown(t: pd.DataFrame | None = None) -> str:
 WHAT: dict[str, str] = {
     "fade_app15_residuals": "residual-norm ratio ‖R_F‖/‖R_S‖ vs N_S/N_F: CLT baseline, Monte Carlo of the "
                             "null, the paper's measured band",
-    "fade_fig2": "m_S (solid), m_F (dashed) vs p: existing methods, Power α series, AsymGRPO series",
+    "fade_fig2": "m_S (solid), m_F (dashed) vs p: existing methods, Power α series (dotted: peak-normalised, Eq. 27), "
+                 "AsymGRPO series",
     "fade_table1": "closed forms of every family, values at p = 0.3, 0.5, plug-in and exact (G = 8)",
     "fade_table7": "ρ at p = 0.3 and 0.5, plug-in and exact (G = 8); families with m_F = 0 left out as in "
                    "the paper",

@@ -32,6 +32,7 @@ import math
 import os
 import pkgutil
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,8 @@ from rlvr_plumbing.serialize import fmt_number
 
 __all__ = ["Claim", "FigureSpec", "register", "unregister", "registered", "get", "names", "make", "check",
            "claim_number", "reproduction_markdown", "parse_reproduction_markdown", "same_at_claim_precision",
-           "same_at_shown_precision", "write_reproduction", "NOT_HERE"]
+           "same_at_shown_precision", "write_reproduction", "check_table_text", "write_check_table",
+           "CHECK_TABLE", "NOT_HERE"]
 
 NOT_HERE = "not reproducible here"
 
@@ -235,6 +237,7 @@ def check(names_: list[str] | None, out_dir: str | os.PathLike, *, full: bool = 
     one table: ``figure, claim, source, paper, ours, tol, status, note``.  Unknown names are
     refused before any figure is made."""
     rows = []
+    start = time.perf_counter()
     for name in names_ or names():
         get(name)  # refuse unknown names before any work
     check_out(out_dir, overwrite=True, arg="out_dir")
@@ -244,7 +247,33 @@ def check(names_: list[str] | None, out_dir: str | os.PathLike, *, full: bool = 
         _, claims = make(name, out_dir, full=full)
         rows += [{"figure": name, "claim": c.claim, "source": c.source, "paper": c.paper, "ours": c.ours,
                   "tol": c.tol, "status": c.status, "note": c.note} for c in claims]
-    return pd.DataFrame(rows, columns=["figure", "claim", "source", "paper", "ours", "tol", "status", "note"])
+    table = pd.DataFrame(rows, columns=["figure", "claim", "source", "paper", "ours", "tol", "status", "note"])
+    # what the run took, for `rlvr-figures check`'s summary line (not part of the table's columns)
+    table.attrs.update(figures=len(names_ or names()), seconds=time.perf_counter() - start)
+    return table
+
+
+#: the file names :func:`write_check_table` writes into the figures folder
+CHECK_TABLE = ("claims.txt", "claims.csv")
+
+
+def check_table_text(table: pd.DataFrame) -> str:
+    """The claims ``table`` of :func:`check` as text, one row per claim (figure, claim cut to 60
+    characters, paper, ours, status): what ``rlvr-figures check --verbose`` prints."""
+    with pd.option_context("display.max_rows", None, "display.max_colwidth", 60, "display.width", 200):
+        return table[["figure", "claim", "paper", "ours", "status"]].to_string(index=False) + "\n"
+
+
+def write_check_table(out_dir: str | os.PathLike, table: pd.DataFrame) -> list[Path]:
+    """Write the full claims ``table`` of :func:`check` into the figures folder ``out_dir``:
+    ``claims.txt`` (:func:`check_table_text`) and ``claims.csv`` (every column, notes included),
+    each atomically; returns their paths."""
+    out = check_out(out_dir, overwrite=True, arg="out_dir")
+    out.mkdir(parents=True, exist_ok=True)
+    txt, csv = (out / n for n in CHECK_TABLE)
+    atomic_write_text(txt, check_table_text(table))
+    atomic_write(csv, lambda p: table.to_csv(p, index=False, float_format="%.17g"))
+    return [txt, csv]
 
 
 

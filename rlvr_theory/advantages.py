@@ -64,7 +64,6 @@ from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
 import numpy as np
-import sympy as sp
 
 from rlvr_plumbing import checks
 from rlvr_plumbing.registry import Registry
@@ -84,11 +83,39 @@ __all__ = [
     "G",
 ]
 
-#: sympy symbol of the solve rate used by every closed form
-p = sp.Symbol("p", nonnegative=True)
-#: sympy symbol of the group size (appears only where the closed form depends on it)
-G = sp.Symbol("G", positive=True, integer=True)
-_q = 1 - p
+class _LazySympy:
+    """Stands for the ``sympy`` module until first used (importing sympy takes ~0.6 s: a command
+    that never asks for a closed form does not pay it); :func:`_sympy` then replaces it."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_sympy(), name)
+
+
+sp: Any = _LazySympy()
+
+
+def _sympy() -> Any:
+    """``sympy``, imported on first use, with the module's symbols defined: ``p`` (the solve rate
+    used by every closed form), ``G`` (the group size, only where the closed form depends on it)
+    and ``_q = 1 - p``.  Module attributes (``advantages.p``) come through :func:`__getattr__`."""
+    global sp, p, G, _q
+    import sympy
+
+    if "_q" not in globals():  # a second thread racing here makes equal symbols: harmless
+        p = sympy.Symbol("p", nonnegative=True)
+        G = sympy.Symbol("G", positive=True, integer=True)
+        _q = 1 - p
+    sp = sympy
+    return sympy
+
+
+def __getattr__(name: str) -> Any:
+    """``p``, ``G`` (sympy symbols of the solve rate and the group size) and ``_q``, made with
+    sympy on first use (see :func:`_sympy`)."""
+    if name in ("p", "G", "_q"):
+        _sympy()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _REGISTRY: Registry[type[Advantage]] = Registry("advantage")
 
@@ -634,6 +661,7 @@ class Advantage:
         >>> get("power_alpha", normalize=False).closed_form(symbolic=("alpha",))[0]
         p*(1 - p)**alpha
         """
+        _sympy()  # the _closed_form methods read the module's p, G and _q
         keep = set(symbolic)
         if keep - set(self.params):
             raise ValueError(f"symbolic: {self.name} has no parameter(s) {', '.join(sorted(keep - set(self.params)))}; "

@@ -17,19 +17,31 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from rlvr_plumbing import runner
 from rlvr_plumbing.serialize import dumps, fmt_number
 
-from . import advantages, masses
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from . import advantages
+
+# numpy, pandas and the modules of rlvr_theory (sympy, scipy) are imported inside the commands
+# that use them: `rlvr-theory --help` loads none of them (tests/test_cli_import_time.py)
 
 __all__ = ["main", "main_exit", "build_parser", "format_frame"]
 
 PROG = "rlvr-theory"
+
+
+def __getattr__(name: str) -> Any:
+    """``cli.advantages`` and ``cli.masses``, the modules the commands use, imported on first use."""
+    if name in ("advantages", "masses"):
+        import importlib
+
+        return importlib.import_module(f"{__package__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def format_frame(df: pd.DataFrame, fmt: str) -> str:
@@ -64,6 +76,10 @@ def format_frame(df: pd.DataFrame, fmt: str) -> str:
 
 # ------------------------------------------------------------------ commands
 def _cmd_list(args: argparse.Namespace) -> str:
+    import pandas as pd
+
+    from . import advantages
+
     rows = []
     for name, cls in advantages.registry().items():
         params = ", ".join(f"{k}={v}" for k, v in cls.defaults.items())
@@ -75,6 +91,8 @@ def _cmd_list(args: argparse.Namespace) -> str:
 
 
 def _cmd_masses(args: argparse.Namespace) -> str:
+    from . import advantages, masses
+
     kw = runner.parse_params(args.param)
     if args.reward_values is not None:
         kw["reward_values"] = tuple(args.reward_values)
@@ -115,6 +133,8 @@ def _cmd_masses(args: argparse.Namespace) -> str:
 
 def _table_advantages(args: argparse.Namespace) -> list[advantages.Advantage] | None:
     """The ``--advantage NAME [--param k=v ...]`` groups in the order typed (None: all families)."""
+    from . import advantages
+
     chosen = args.advantage or []
     items = list(args.param or [])
     if not chosen:
@@ -131,6 +151,8 @@ def _table_advantages(args: argparse.Namespace) -> list[advantages.Advantage] | 
 
 
 def _cmd_table(args: argparse.Namespace) -> str:
+    from . import masses
+
     ps = args.p if args.p else [0.3, 0.5]
     df = masses.table(ps, args.G, _table_advantages(args))
     if args.format in ("markdown", "latex"):
@@ -140,6 +162,9 @@ def _cmd_table(args: argparse.Namespace) -> str:
 
 def _cmd_tail_miss(args: argparse.Namespace) -> str:
     """Pr(A_N) and Pr(B_tau) (F-GRPO Eq. 9, Lemma 3.1) per N; JSON: one object with a "rows" list."""
+    import numpy as np
+    import pandas as pd
+
     from . import tail_miss
 
     Ns = args.N if args.N else [2.0**k for k in range(1, 18)]

@@ -27,17 +27,25 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import pandas as pd
-import sympy as sp
-from scipy import special, stats
 
 from rlvr_plumbing import checks
 
 from . import advantages as _adv
 from .advantages import Advantage, as_advantage
+
+#: sympy, imported on first use (see :class:`rlvr_theory.advantages._LazySympy`); pandas and scipy are
+#: imported inside the functions that use them, so that ``rlvr-theory masses`` loads neither
+sp = _adv.sp
+#: lambdify's ``modules``: numpy's own namespace.  The same generated code as ``"numpy"`` (checked
+#: on every closed form), without sympy's ``from numpy import *``, which imports numpy.testing
+#: and numpy.f2py (about 0.25 s of ``rlvr-theory masses``)
+_NUMPY = [np]
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Masses",
@@ -207,6 +215,8 @@ def outcome_advantages(adv: Advantage | str, G: int) -> pd.DataFrame:
     m_s, m_f, mean_abs = _per_x(adv, G)
     a_s, a_f = adv.outcome_values(G)
     x = np.arange(G + 1)
+    import pandas as pd
+
     return pd.DataFrame({"x": x, "p_hat": x / G, "A_success": a_s, "A_failure": a_f,
                          "m_S": m_s, "m_F": m_f, "mean_abs_A": mean_abs})
 
@@ -248,10 +258,21 @@ def _per_x_population(adv: Advantage, G: int, p: np.ndarray) -> tuple[np.ndarray
 _PMF_TAIL = 750.0
 
 
+@functools.lru_cache(maxsize=64)
+def _binomial_coefficients(G: int) -> np.ndarray:
+    """``C(G, x)`` for ``x = 0..G`` (G <= 1000: below 1e300), exact integers rounded once to float64
+    (read-only, cached).  Python's ``math.comb``, not scipy's ``comb`` (off by up to 2.5e-12
+    relative here): importing scipy.special would cost ``rlvr-theory masses`` about 0.3 s."""
+    out = np.array([float(math.comb(G, x)) for x in range(G + 1)])
+    out.flags.writeable = False
+    return out
+
+
 def binom_pmf(p: Any, G: int) -> np.ndarray:
     """pmf[..., x] = Binom(x; G, p), shape p.shape + (G+1,).
 
-    ``C(G, x)·p^x·q^(G−x)`` in floating point up to G = 1000 (exact 0**0 = 1 at
+    ``C(G, x)·p^x·q^(G−x)`` in floating point up to G = 1000 (``C(G, x)`` exact integers rounded
+    once to float64, :func:`_binomial_coefficients`; exact 0**0 = 1 at
     p ∈ {0, 1}, harmless underflow for subnormal p); beyond, scipy's binomial pmf (accurate to
     a few ulps, where a log-gamma form loses ~1e-9 at G = 2**20), evaluated only where it is
     not 0 in float64 (a window of O(sqrt(G)) around ``Gp``).  Memory ``8·(G+1)`` bytes per p:
@@ -264,7 +285,9 @@ def binom_pmf(p: Any, G: int) -> np.ndarray:
     if G <= 1000:
         x = np.arange(G + 1)
         pc = p[..., None]
-        return special.comb(G, x) * np.power(pc, x) * np.power(1.0 - pc, G - x)
+        return _binomial_coefficients(G) * np.power(pc, x) * np.power(1.0 - pc, G - x)
+    from scipy import stats
+
     flat = p.ravel()
     out = np.zeros((flat.size, G + 1))
     a = _PMF_TAIL
@@ -345,18 +368,29 @@ def lambdified(adv: Advantage, G: int | None):
         raise ValueError(f"G is required: the closed form of {adv!r} depends on the group size")
     if needs_G:
         m_s, m_f = m_s.subs(_adv.G, G), m_f.subs(_adv.G, G)
-    return sp.lambdify(_adv.p, m_s, "numpy"), sp.lambdify(_adv.p, m_f, "numpy"), (m_s, m_f)
+    return sp.lambdify(_adv.p, m_s, _NUMPY), sp.lambdify(_adv.p, m_f, _NUMPY), (m_s, m_f)
 
 
-_t = sp.Symbol("t", positive=True)
+@functools.cache
+def _positive_t() -> Any:
+    """The positive sympy symbol ``t`` of :func:`_one_sided_limit` (module attribute ``_t``)."""
+    return sp.Symbol("t", positive=True)
+
+
+def __getattr__(name: str) -> Any:
+    """``_t``, made with sympy on first use (see :func:`_positive_t`)."""
+    if name == "_t":
+        return _positive_t()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _one_sided_limit(expr: sp.Expr, at: float) -> sp.Expr:
     """lim of ``expr`` as p -> 0+ (``at`` = 0) or p -> 1- (``at`` = 1), through p = t or
     p = 1 - t with a positive symbol t (sympy's direct limit in the nonnegative ``p`` can
     return the wrong sign, e.g. for d/dp sqrt(p(1-p)) at 1)."""
-    sub = _t if at == 0 else 1 - _t
-    return sp.limit(expr.subs(_adv.p, sub), _t, 0, "+")
+    t = _positive_t()
+    sub = t if at == 0 else 1 - t
+    return sp.limit(expr.subs(_adv.p, sub), t, 0, "+")
 
 
 def _eval(fn, p: np.ndarray) -> np.ndarray:
@@ -484,7 +518,7 @@ def _ratio_fn(adv: Advantage, G: int | None):
     expr = m_s / m_f
     if m_s.is_zero or m_f.is_zero or expr.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
         return None  # piecewise forms with a vanishing branch: left to the limits
-    return sp.lambdify(_adv.p, expr, "numpy")
+    return sp.lambdify(_adv.p, expr, _NUMPY)
 
 
 #: solve rates at which a batch-level family's per-outcome masses are read to decide that a group
@@ -613,6 +647,8 @@ def table(p: Any = (0.3, 0.5), G: int = 8,
     1       grpo  ddof=0, eps=0.0  0.5  0.500000  0.500000        balanced
     2  asym_grpo        delta=0.5  0.3  0.210000  0.420000  failure-biased
     """
+    import pandas as pd
+
     pa = np.atleast_1d(check_p(p)).ravel()
     G = check_group_size(G)
     advs = [as_advantage(a) for a in (advantages if advantages is not None else _adv.iter_default())]
@@ -643,6 +679,8 @@ def table(p: Any = (0.3, 0.5), G: int = 8,
 def expressions(advantages: Sequence[Advantage | str] | None = None) -> pd.DataFrame:
     """The closed forms as text: one row per family with ``m_S``, ``m_F`` (sympy strings),
     their LaTeX, ``kind``, ``source`` and ``erratum`` (where we depart from the paper)."""
+    import pandas as pd
+
     rows = []
     for a in (advantages if advantages is not None else list(_adv.iter_default())):
         a = as_advantage(a)

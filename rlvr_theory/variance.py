@@ -62,18 +62,23 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import sympy as sp
-from scipy.optimize import minimize_scalar
 
 from rlvr_plumbing import checks
 
 from . import advantages as _adv
 from . import masses as _masses
 from .advantages import Advantage
+
+#: sympy, imported on first use (see :class:`rlvr_theory.advantages._LazySympy`); pandas and scipy are
+#: imported inside the functions that use them
+sp = _adv.sp
+_NUMPY = _masses._NUMPY  # lambdify's modules (see rlvr_theory.masses)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "weight",
@@ -148,7 +153,7 @@ def _weight_sym(adv: Advantage, G: int | None, which: str) -> tuple[sp.Expr, sp.
     if dw.has(sp.Derivative, sp.Subs):  # pragma: no cover - no registered family hits this
         raise ValueError(f"adv: sympy cannot differentiate the closed form of {adv!r}")
     var_pq = dw**2 * _adv.p * (1 - _adv.p)
-    return dw, var_pq, sp.lambdify(_adv.p, dw, "numpy"), sp.lambdify(_adv.p, var_pq, "numpy")
+    return dw, var_pq, sp.lambdify(_adv.p, dw, _NUMPY), sp.lambdify(_adv.p, var_pq, _NUMPY)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -166,7 +171,7 @@ def _limit(expr: sp.Expr, at: float) -> float:
     except (NotImplementedError, ValueError, TypeError):  # pragma: no cover - sympy gave up
         pass
     inside = at + sign * 1e-12
-    return float(sp.lambdify(_adv.p, expr, "numpy")(inside))  # pragma: no cover
+    return float(sp.lambdify(_adv.p, expr, _NUMPY)(inside))  # pragma: no cover
 
 
 def _evaluate(fn: Callable, expr: sp.Expr, p: np.ndarray) -> np.ndarray:
@@ -497,6 +502,8 @@ def enrichment_table(p: Sequence[float] = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35
     paper's ``G = ∞``), ``threshold`` (:func:`enrichment_threshold`), ``threshold_inf`` and
     ``easing = 1 − threshold/threshold_inf`` (> 0 where finite ``G`` lowers the multiplier).
     """
+    import pandas as pd
+
     adv = _adv.get("power_alpha", alpha=alpha, normalize=True)
     pa = np.atleast_1d(_open_p(p)).ravel()
     base = enrichment_threshold(adv, pa, p_bar=p_bar)
@@ -535,7 +542,7 @@ def _power_alpha_parametric() -> tuple[Callable, Callable]:
     (C = 1: Q is invariant to the weight's scale)."""
     a = sp.Symbol("alpha", positive=True)  # the symbol closed_form keeps for alpha
     m_s, _ = _adv.get("power_alpha", normalize=False).closed_form(symbolic=("alpha",))
-    return sp.lambdify((_adv.p, a), m_s, "numpy"), sp.lambdify((_adv.p, a), sp.diff(m_s, _adv.p), "numpy")
+    return sp.lambdify((_adv.p, a), m_s, _NUMPY), sp.lambdify((_adv.p, a), sp.diff(m_s, _adv.p), _NUMPY)
 
 
 def optimal_alpha(signal: Signal, G: int, *, correction: str = "app14", sigma2: float = 1.0,
@@ -601,6 +608,8 @@ def optimal_alpha(signal: Signal, G: int, *, correction: str = "app14", sigma2: 
             var_w = _exact_variance(np.asarray(f_w(x, a), dtype=float), pa)
         return -math.log(_quality(w, var_w, s, v0, prob, 1.0, correction, "batch"))
 
+    from scipy.optimize import minimize_scalar
+
     res = minimize_scalar(neg_log_q, bounds=(lo, hi), method="bounded", options={"xatol": xatol})
     return float(res.x)
 
@@ -618,6 +627,8 @@ def sweet_spot_table(c: Sequence[float] = (0.0, 0.25, 0.5, 0.75, 1.0), G: Sequen
     with α ≈ 1.2–1.45 for known weights falling to ≈ 1.05–1.25 once the weight-estimation
     correction is included (G = 8–16)".
     """
+    import pandas as pd
+
     cs = np.atleast_1d(np.asarray(c, dtype=float)).ravel()
     p_star = sweet_spot(cs)
     rows = []

@@ -24,7 +24,7 @@ from matplotlib.offsetbox import AnchoredText  # noqa: E402
 from analysis.report import PAPER_COLOR, paper_values  # noqa: E402  (one gid convention for figures and reports)
 from analysis.report import paper_mark as tag_paper  # noqa: E402
 
-__all__ = ["plt", "subplots", "PAPER_COLOR", "paper_hline", "paper_vline", "paper_point", "paper_band",
+__all__ = ["plt", "subplots", "legend_row", "legend_below", "spread_labels", "PAPER_COLOR", "paper_hline", "paper_vline", "paper_point", "paper_band",
            "paper_note", "paper_values", "tag_paper"]
 
 _PAPER_LABEL = "paper"
@@ -36,6 +36,97 @@ def subplots(ncols: int, *, width: float = 4.2, height: float = 3.4, nrows: int 
     for ax in axes.ravel():
         ax.grid(alpha=0.3)
     return fig, axes.ravel()
+
+
+def legend_row(ncols: int, *, width: float = 4.2, height: float = 3.4, legend_height: float = 1.6,
+               nrows: int = 1, **kw):
+    """A grid of axes (``nrows`` × ``ncols``, flattened) with, under each row, a band of the same
+    columns for legends (``legend_height`` inches; axes off): legends drawn there with
+    :func:`legend_below` never cover data, and ``tight_layout`` keeps the plot areas' size.
+    Returns ``(fig, axes, legend_axes)``."""
+    ratios = [height, legend_height] * nrows
+    fig, grid = plt.subplots(2 * nrows, ncols, figsize=(width * ncols, sum(ratios)), squeeze=False,
+                             gridspec_kw={"height_ratios": ratios}, **kw)
+    axes, spots = grid[0::2].ravel(), grid[1::2].ravel()
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    for ax in spots:
+        ax.axis("off")
+    return fig, axes, spots
+
+
+def legend_below(spot: Any, handles: Sequence[Any], *, fontsize: float = 7.5, ncol: int = 1, **kw: Any) -> Any:
+    """A legend of ``handles`` at the top of the legend band ``spot`` (from :func:`legend_row`)."""
+    return spot.legend(handles=list(handles), loc="upper center", bbox_to_anchor=(0.5, 1.0), fontsize=fontsize,
+                       ncol=ncol, frameon=False, **kw)
+
+
+def spread_labels(ax: Any, xs: Sequence[float], ys: Sequence[float], labels: Sequence[str], *,
+                  fontsize: float = 7, gap: float = 1.5, max_iter: int = 400) -> list[Any]:
+    """Label the points ``(xs, ys)`` of ``ax`` so that no label overlaps another label or a point:
+    each label starts beside its point (on the left of points in the right quarter of the axes),
+    and labels that overlap are pushed apart vertically (``gap`` pixels apart); a label moved off
+    its point gets a thin grey leader line.  Points drawn at the same place share one label
+    ("a = b").  Call it after the figure's layout is final (``tight_layout``): it measures the
+    labels as drawn."""
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+    pix = ax.transData.transform(np.column_stack([xs, ys]))
+    groups: list[tuple[int, list[str]]] = []   # (first point, names) per place (within a pixel)
+    for k, t in enumerate(labels):
+        for first, names in groups:
+            if np.hypot(*(pix[first] - pix[k])) < 1.0:
+                names.append(str(t))
+                break
+        else:
+            groups.append((k, [str(t)]))
+    x0, x1 = ax.get_window_extent(renderer).intervalx
+    texts = []
+    for k, names in groups:
+        right = pix[k, 0] > x0 + 0.75 * (x1 - x0)
+        texts.append(ax.annotate(" = ".join(names), (xs[k], ys[k]), xytext=(-5 if right else 5, 0),
+                                 textcoords="offset points", fontsize=fontsize, va="center",
+                                 ha="right" if right else "left", zorder=7))
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    own = [k for k, _ in groups]
+    r = 4.0  # half the size of a point, pixels
+    shift = np.zeros(len(texts))
+
+    def overlap(lo_a: float, hi_a: float, lo_b: float, hi_b: float) -> float:
+        return min(hi_a, hi_b) - max(lo_a, lo_b) + gap
+
+    for _ in range(max_iter):
+        moved = False
+        for i, a in enumerate(boxes):
+            for j in range(i + 1, len(boxes)):
+                b = boxes[j]
+                if overlap(a.x0, a.x1, b.x0, b.x1) <= 0:
+                    continue
+                lo_i, lo_j = a.y0 + shift[i], b.y0 + shift[j]
+                o = overlap(lo_i, lo_i + a.height, lo_j, lo_j + b.height)
+                if o > 0:
+                    up, down = (i, j) if (lo_i + a.height / 2, -i) > (lo_j + b.height / 2, -j) else (j, i)
+                    shift[up] += o / 2 + 0.01
+                    shift[down] -= o / 2 + 0.01
+                    moved = True
+            for k, (px, py) in enumerate(pix):  # keep off the other points
+                if k == own[i] or overlap(a.x0, a.x1, px - r, px + r) <= 0:
+                    continue
+                lo = a.y0 + shift[i]
+                o = overlap(lo, lo + a.height, py - r, py + r)
+                if o > 0:
+                    shift[i] += (o + 0.01) if lo + a.height / 2 >= py else -(o + 0.01)
+                    moved = True
+        if not moved:
+            break
+    for _k, t, d in zip(own, texts, shift):
+        if abs(d) > 0.5:
+            t.xyann = (t.xyann[0], d * 72 / fig.dpi)
+        if abs(d) > 3:
+            ax.annotate("", t.xy, xytext=(t.xyann[0] * 0.8, t.xyann[1]), textcoords="offset points", zorder=6,
+                        arrowprops={"arrowstyle": "-", "lw": 0.5, "color": "0.5", "shrinkA": 0, "shrinkB": 3})
+    return texts
 
 
 def _label(ax: Any, label: str | None) -> str | None:

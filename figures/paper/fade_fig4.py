@@ -23,7 +23,7 @@ from rlvr_theory import advantages, masses
 from simulations import linear_head as lh
 
 from ..registry import Claim, FigureSpec, register
-from ._style import paper_note, subplots
+from ._style import legend_below, legend_row, paper_note, spread_labels
 
 G = 8
 SEEDS = 4
@@ -102,38 +102,37 @@ def _stats(df: pd.DataFrame) -> dict[str, float]:
 
 def plot(df: pd.DataFrame):
     s = _stats(df)
-    fig, axes = subplots(3, width=4.6, height=4.0)
+    fig, axes, spots = legend_row(3, width=4.3, height=3.9, legend_height=0.55)
+    top = 3.1  # room above the data for the paper notes
     eq = df[df["mode"] == "equalised"]
     ax = axes[0]
-    ax.scatter(eq.rho, eq.H_T, color=MODES["equalised"][0], marker="o", s=22, label=MODES["equalised"][2])
-    for _, r in eq.iterrows():
-        ax.annotate(r.label, (r.rho, r.H_T), fontsize=5.5, xytext=(3, 2), textcoords="offset points")
+    ax.scatter(eq.rho, eq.H_T, color=MODES["equalised"][0], marker="o", s=22, label=MODES["equalised"][2], zorder=5)
     ax.set(xscale="log", xlabel=rf"advantage ratio $\rho(\bar p) = m_S\bar p/(m_F\bar q)$, $\bar p$ = {df.p_bar.iloc[0]:.2f}",
-           ylabel=f"answer entropy at step {STEPS} (mean of {SEEDS} seeds)",
-           title=f"Fig. 4: entropy vs ρ, equalised lr\nSpearman = {s['rho_eq']:+.2f}", ylim=(0, 2.75))
+           ylabel=f"answer entropy at step {STEPS} (mean of {SEEDS} seeds)", xlim=(0.05, 20),
+           title=f"Fig. 4: entropy vs ρ, equalised lr\nSpearman = {s['rho_eq']:+.2f}", ylim=(0, top))
     paper_note(ax, "paper (Fig. 4): entropy falls as ρ rises\n(Spearman −1 ideal); not reproduced here", [-1.0],
                loc="upper right")
-    ax.legend(fontsize=6.5, loc="lower left")
     ax = axes[1]
     for mode, (c, mk, lab) in MODES.items():
         cur = df[df["mode"] == mode]
         ax.scatter(cur.max_abs_A, cur.H_T, color=c, marker=mk, s=22, label=lab)
-    ax.set(xscale="log", xlabel=r"scale $\max_i|A_i|$ (any group of G = 8)", ylim=(0, 2.75),
+    ax.set(xscale="log", xlabel=r"scale $\max_i|A_i|$ (any group of G = 8)", ylim=(0, top),
            ylabel=f"answer entropy at step {STEPS}",
            title=f"Fig. 14: scale vs entropy\nSpearman: same lr {s['scale_same']:+.2f}, equalised {s['scale_eq']:+.2f}")
     paper_note(ax, "paper (Fig. 14): at the same lr a larger\nscale collapses entropy faster (−1 ideal);\n"
                "equalising η·max|A| removes that (1 = yes)", [-1.0, 1.0], loc="upper right")
-    ax.legend(fontsize=6.5, loc="lower left")
     ax = axes[2]
     for mode, (c, mk, lab) in MODES.items():
         cur = df[df["mode"] == mode]
         ax.scatter(cur.solve_rate_T, cur.H_T, color=c, marker=mk, s=22, label=lab.split(" (")[0])
-    ax.set(xlabel=f"solve rate at step {STEPS}", ylabel=f"answer entropy at step {STEPS}", ylim=(0, 2.75),
+    ax.set(xlabel=f"solve rate at step {STEPS}", ylabel=f"answer entropy at step {STEPS}", ylim=(0, top),
            title=f"entropy tracks learning progress here\nSpearman (all runs) = {s['solve_all']:+.2f}")
     paper_note(ax, "paper (Fig. 4): entropy is not correlated\nwith learning speed (corr. 0)", [0.0],
                loc="upper right")
-    ax.legend(fontsize=6.5, loc="lower left")
-    fig.tight_layout()
+    for ax, spot in zip(axes, spots):  # legends under the axes, off the points
+        legend_below(spot, ax.get_legend_handles_labels()[0])
+    fig.tight_layout(h_pad=0.2)
+    spread_labels(axes[0], eq.rho, eq.H_T, eq.label, fontsize=6.5)  # after the layout: measured as drawn
     return fig
 
 

@@ -16,7 +16,7 @@ from rlvr_theory import advantages, rank1
 from simulations import linear_head as lh
 
 from ..registry import Claim, FigureSpec, register
-from ._style import paper_hline, paper_note, paper_point, subplots
+from ._style import legend_below, legend_row, paper_hline, paper_note, paper_point
 
 DELTAS = (0.5, 1.0, 2.0)
 KS = (2, 4, 16)
@@ -43,7 +43,7 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(len(KS) + 1, height=3.6)
+    fig, axes, spots = legend_row(2, nrows=2, width=4.6, height=3.2, legend_height=0.8)
     for ax in axes[1:len(KS)]:
         ax.sharey(axes[0])
     for ax, K in zip(axes, KS):
@@ -54,31 +54,35 @@ def plot(df: pd.DataFrame):
             ax.axhline(e, color=f"C{i}", ls=":")
         ax.set_title(f"K = {K} failure modes", fontsize=10)
         ax.set_xlabel("training step")
+        ax.set_ylabel(r"rank-1 fraction $r_1 = \sigma_1^2/\|\Delta W\|_F^2$")
+    # Eq. 33 gives r1 of the expected gradient at W_0: a level, not a training step, so the star sits
+    # on the right edge of the K = 4 panel at the height of its dotted delta = 0.5 line (E[g] at W_0)
     e = df[(df.K == 4) & (df.delta == 0.5) & (df.kind == "expected_gradient")].r1.iloc[0]
-    paper_point(axes[1], 0, e, label=r"paper: Eq. 33 limit, $\delta$ = 0.5")
-    paper_note(axes[1], "paper (Prop. 15.1, Cor. 15.2): r1 grows\nwith K and as δ shrinks (1 = yes)",
-               [1.0, 1.0, 1.0], loc="lower right")
-    axes[0].set_ylabel(r"rank-1 fraction $r_1 = \sigma_1^2/\|\Delta W\|_F^2$")
+    paper_point(axes[1], 1.0, e, transform=axes[1].get_yaxis_transform(), clip_on=False, s=150,
+                label="paper: Eq. 33 limit of $r_1(E[g])$, $\\delta$ = 0.5\n(a level, not a step: K = 4, right edge)")
+    paper_note(axes[2], "paper (Prop. 15.1, Cor. 15.2): r1 grows\nwith K and as δ shrinks (1 = yes)",
+               [1.0, 1.0, 1.0], loc="lower right", fontsize=7)
     styles = [Line2D([], [], color="0.3", label=r"solid: $\Delta W$, mean of 4 seeds"),
-              Line2D([], [], color="0.3", ls=":", label=r"dotted: $E[g]$ at $W_0$")]
-    h, _ = axes[1].get_legend_handles_labels()  # one legend for all panels (same colours and styles)
-    axes[2].legend(handles=h + styles, fontsize=7, loc="lower right")
+              Line2D([], [], color="0.3", ls=":", label=r"dotted: $E[g]$ at $W_0$ (Prop. 15.1; no step)")]
+    h, _ = axes[1].get_legend_handles_labels()  # one legend for the K panels (same colours and styles)
+    legend_below(spots[0], h[:len(DELTAS)] + styles + h[len(DELTAS):], ncol=2)
     ax = axes[-1]
     for i, d in enumerate(DELTAS):
         cur = df[(df.K == K_COS) & (df.delta == d) & (df.kind == "simulated")].dropna(subset=["grad_u_cos"])
         ax.plot(cur.step, cur.grad_u_cos, color=f"C{i}", marker="o", ms=2.5, label=rf"$\delta$ = {d:g}")
         ax.plot(cur.step, cur.abs_grad_cos, color=f"C{i}", ls="--", marker="o", ms=2.5)
     paper_hline(ax, 1.0, label=r"paper: $|\cos| \approx 1.0$ (asymmetric, from step ~600)")
-    ax.set(ylim=(-0.62, 1.08), yticks=[0, 0.2, 0.4, 0.6, 0.8, 1.0], xlabel="training step", ylabel=r"alignment of $g_{t-1}$ and $g_t$ (mean of 4 seeds)",
+    ax.set(ylim=(-0.03, 1.08), yticks=[0, 0.2, 0.4, 0.6, 0.8, 1.0], xlabel="training step",
+           ylabel="alignment of $g_{t-1}$ and $g_t$\n(mean of 4 seeds)",
            title=f"Cor. 15.3: successive head gradients, K = {K_COS}")
     ax.title.set_fontsize(10)
     h, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=h + [Line2D([], [], color="0.3", label=r"solid: $|\cos(u_{t-1}, u_t)|$, hidden side"),
-                           Line2D([], [], color="0.3", ls="--", label=r"dashed: $|\cos(g_{t-1}, g_t)|$, flattened")],
-              fontsize=6, loc="lower center", ncol=2)
+    legend_below(spots[3], h + [Line2D([], [], color="0.3", label=r"solid: $|\cos(u_{t-1}, u_t)|$, hidden side"),
+                                Line2D([], [], color="0.3", ls="--", label=r"dashed: $|\cos(g_{t-1}, g_t)|$, flattened")],
+                 ncol=2)
     for ax in axes:
         ax.set_xlim(-5, 105)
-    fig.tight_layout()
+    fig.tight_layout(h_pad=0.3, w_pad=1.5)
     return fig
 
 

@@ -14,7 +14,7 @@ from matplotlib.lines import Line2D
 from simulations import linear_head as lh
 
 from ..registry import Claim, FigureSpec, register
-from ._style import paper_note, subplots
+from ._style import legend_below, legend_row, paper_note
 
 ADVANTAGES = {"raw": "reinforce", "mean-shifted": "dr_grpo", "normalised": "grpo", "RLOO": "rloo",
               "REINFORCE++": "reinforce_pp"}
@@ -44,44 +44,46 @@ def _time_averaged(df: pd.DataFrame) -> pd.Series:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(len(ADVANTAGES) + 1, width=3.6, height=3.8)
+    # a 2 × 3 grid: the five trajectory panels, then the G trend; legends and the paper notes of the
+    # trajectory panels in the band under the first row, never over the curves
+    fig, axes, spots = legend_row(3, nrows=2, width=4.1, height=3.0, legend_height=0.95)
     gs = sorted(df.G.unique())
     trend = _time_averaged(df)
     df = df[df.reduction == "sum"]
     proxies = [Line2D([], [], color=f"C{i}", label=f"G = {g}") for i, g in enumerate(gs)]
     proxies += [Line2D([], [], color="0.3", label=r"solid: $\pi$(Cat | Persian)"),
                 Line2D([], [], color="0.3", ls="--", label=r"dashed: $\pi$(Persian | Persian)")]
-    notes = {"raw": f"paper (Sec. 2.4, Fig. 1): collapses onto one label\n(winner share → 1; ours, {SEEDS}-seed mean "
+    notes = {"raw": f"raw, paper (Sec. 2.4, Fig. 1): collapses onto one\nlabel (winner share → 1; ours, {SEEDS}-seed mean "
                     f"{_share(df, 'raw'):.2f}),\nmore aggressively than mean-shifted",
-             "normalised": "paper (Sec. 2.4): slower than mean-shifted;\nnot reproduced with sum-over-group SGD "
-                           "\n(the std division enlarges the step)"}
-    for ax, (panel, sub) in zip(axes, df.groupby("panel", sort=False)):
+             "normalised": "normalised, paper (Sec. 2.4): slower than\nmean-shifted; not reproduced with sum-over-group"
+                           "\nSGD (the std division enlarges the step)"}
+    for i, (ax, (panel, sub)) in enumerate(zip(axes, df.groupby("panel", sort=False))):
         one = sub[sub.seed == 0]
         for g, cur in one.groupby("G"):
             ax.plot(cur.step, cur.p_cat, color=f"C{gs.index(g)}")
             ax.plot(cur.step, cur.p_persian, color=f"C{gs.index(g)}", ls="--")
-        ax.set_title(f"{panel} (seed 0)")
+        ax.set_title(f"{panel} (seed 0)", fontsize=10)
         ax.set_xlabel("step")
         ax.set_ylim(0, 1)
-        ax.legend(handles=proxies, fontsize=6.5, loc="center right", bbox_to_anchor=(1.0, 0.52))
+        if i % 3 == 0:
+            ax.set_ylabel(r"probability $\pi(\cdot\,|\,$Persian$)$")
         if panel in notes:
-            paper_note(ax, notes[panel], [1.0], loc="upper center", bbox_to_anchor=(0.5, -0.2),
-                       bbox_transform=ax.transAxes, fontsize=6.5)
-    axes[0].set_ylabel(r"probability $\pi(\cdot\,|\,$Persian$)$")
+            paper_note(spots[i], notes[panel], [1.0], loc="upper center", fontsize=7)
+    legend_below(spots[1], proxies, ncol=2)
     ax = axes[-1]
     for i, label in enumerate(G_TREND):
         for red, ls in RED_STYLE.items():
             ax.plot(range(len(GS)), [trend[(red, label, G)] for G in GS], color=f"C{i + 3}", ls=ls, marker="o", ms=3.5)
     ax.set(xticks=range(len(GS)), xticklabels=[str(G) for G in GS], xlim=(-0.3, len(GS) - 0.7), ylim=(0.3, 1.22),
            yticks=[0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], xlabel="group size G",
-           ylabel=f"winner share averaged over 500 steps\n(mean of {SEEDS} seeds; higher = earlier collapse)",
-           title="larger G delays collapse?")
-    ax.legend(handles=[Line2D([], [], color=f"C{i + 3}", label=label) for i, label in enumerate(G_TREND)]
-              + [Line2D([], [], color="0.3", ls=ls, label=f"reduction '{red}' over the group, lr 0.1")
-                 for red, ls in RED_STYLE.items()], fontsize=6.5, loc="upper left")
+           ylabel=f"winner share, mean over 500 steps\n({SEEDS} seeds; higher = earlier collapse)")
+    ax.set_title("larger G delays collapse?", fontsize=10)
+    legend_below(spots[-1], [Line2D([], [], color=f"C{i + 3}", label=label) for i, label in enumerate(G_TREND)]
+                 + [Line2D([], [], color="0.3", ls=ls, label=f"reduction '{red}', lr 0.1")
+                    for red, ls in RED_STYLE.items()], ncol=2)
     paper_note(ax, "paper (Sec. 2.4): increasing G delays\ncollapse (lines falling with G);\nholds with 'mean', "
-               "reversed with 'sum'", [1.0], loc="lower center", fontsize=6.5)
-    fig.tight_layout()
+               "reversed with 'sum'", [1.0], loc="upper left", fontsize=7)
+    fig.tight_layout(h_pad=0.3, w_pad=1.2)
     return fig
 
 

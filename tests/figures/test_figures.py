@@ -83,6 +83,8 @@ def test_check_all_writes_figures_claims_and_keeps_the_committed_table(tmp_path,
             assert claim.replace("|", "\\|") in text
         frames.append(c.assign(figure=name, **{k: pd.to_numeric(c[k], errors="coerce") for k in ("paper", "ours")}))
     assert f"Summary: {n_claims} claims" in text and text.count("\n| ") == n_claims + 1
+    assert len(pd.read_csv(tmp_path / "claims.csv")) == n_claims  # the full table, beside the figures
+    assert len((tmp_path / "claims.txt").read_text().splitlines()) == n_claims + 1
     out = capsys.readouterr().out
     assert f"{n_claims} claims:" in out and ("unchanged" in out) == (doc.read_bytes() == COMMITTED.read_bytes())
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary leftovers
@@ -148,6 +150,39 @@ def test_claim_status_and_check_exit_code(tmp_path, capsys):
     assert "zz_test_fail" not in figures.names()
     with pytest.raises(ValueError, match="NAME: unknown figure 'zz_test_fail'"):
         figures.unregister("zz_test_fail")
+
+
+def test_check_prints_a_summary_the_failures_and_where_the_table_went(tmp_path, capsys):
+    """`make figures` (= `rlvr-figures check`) prints one summary line, each failed claim in full
+    and where the full table went (OUT/claims.txt, OUT/claims.csv), not the table itself;
+    `--verbose` adds a line per figure and the table."""
+    from figures.registry import Claim, FigureSpec
+
+    long = "a claim whose text is longer than the sixty characters the table cuts it to, " * 2
+    spec = FigureSpec("zz_test_summary", "t", "s", lambda: pd.DataFrame({"x": [1.0]}),
+                      lambda df: __import__("matplotlib.pyplot").pyplot.figure(),
+                      lambda df: [Claim("holds", "FADE Sec. 1", 1.0, 1.0, 0.0), Claim(long, "FADE Sec. 2", 1.0, 2.0, 0.1),
+                                  Claim("misprint", "FADE Sec. 3", 1.0, 2.0, 0.1, note="shown by derivation")])
+    out, doc = tmp_path / "figs", tmp_path / "r.md"
+    with figures.registered(spec):
+        assert cli.main(["check", "zz_test_summary", "--out", str(out), "--doc", str(doc)]) == 1
+        lines = capsys.readouterr().out.splitlines()
+        assert len(lines) == 3, lines
+        assert lines[0].startswith("1 figure made in ") and lines[0].endswith(
+            "; 3 claims: 1 pass, 1 explained, 0 not reproducible here, 1 fail")
+        assert lines[1] == f"  FAIL zz_test_summary: {long} (FADE Sec. 2): paper 1, ours 2, tol 0.1"  # in full
+        assert lines[2] == f"full table: {out / 'claims.txt'} (and claims.csv, with notes); {doc} written"
+        table = pd.read_csv(out / "claims.csv", keep_default_na=False)
+        assert table.claim.tolist() == ["holds", long, "misprint"] and table.note.tolist()[2] == "shown by derivation"
+        assert table.status.tolist() == ["pass", "fail", "explained"]
+        text = (out / "claims.txt").read_text()
+        assert text.splitlines()[0].split() == ["figure", "claim", "paper", "ours", "status"] and len(text.splitlines()) == 4
+        assert cli.main(["check", "zz_test_summary", "--out", str(out), "--doc", str(doc), "--verbose"]) == 1
+        verbose = capsys.readouterr().out
+        assert verbose.startswith("making zz_test_summary ...\n" + text)
+        assert verbose.splitlines()[-1].startswith(f"full table: {out / 'claims.txt'}")
+        assert cli.main(["check", "zz_test_summary", "--out", str(out), "--doc", str(doc), "--quiet"]) == 1
+        assert len(capsys.readouterr().out.splitlines()) == 2  # no failures listed
 
 
 def test_claim_numbers_are_rounded_to_the_precision_of_their_claim():
