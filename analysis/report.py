@@ -641,6 +641,7 @@ def _precision(page: Page, doc: dict, labs: list[str]) -> None:
                     "the side stored at the finer precision, per tensor (layers[].rounding_floor_l2) and overall; "
                     "a measured ‖ΔW‖ near it is rounding, not training. --cast bf16|fp16|fp32 diffs both sides "
                     "at one precision.")))
+    _ulp_tables(page, doc, labs)
 
 
 def _overview(page: Page, doc: dict, labs: list[str]) -> None:
@@ -899,9 +900,208 @@ def _lora(page: Page, doc: dict, labs: list[str]) -> None:
                         _pct(r["density"].get("1e-05"))] for r in low]))
 
 
+# ------------------------------------------------------- geometry (--geometry)
+#: a measured share is read as "like a random matrix" within these ratios to the random baseline
+_LIKE_RANDOM = (0.5, 2.0)
+
+
+def _geo(agg: list[dict], metric: str, param: Any) -> dict | None:
+    """The aggregate row of ``metric`` at ``param`` (``None`` when no matrix reports it)."""
+    for a in agg:
+        if a["metric"] == metric and a["param"] is not None and param is not None and abs(a["param"] - param) < 1e-12:
+            return a
+    return None
+
+
+def _geo_k(agg: list[dict]) -> float | None:
+    """The rank the reading uses: 8 when the matrices that have it hold most of ‖ΔW‖², else the
+    rank covering the most of it (the smallest such)."""
+    rows = [a for a in agg if a["metric"] == "energy_left" and a["value"] is not None]
+    if not rows:
+        return None
+    k8 = _geo(rows, "energy_left", 8.0)
+    if k8 is not None and (k8["energy_covered"] or 0) >= 0.5:
+        return 8.0
+    return min(rows, key=lambda a: (-(a["energy_covered"] or 0), a["param"]))["param"]
+
+
+def _versus(a: dict | None, b: dict | None = None) -> str | None:
+    """``"below"``, ``"like"`` or ``"above"``: the (mean of the) measured value(s) against the random baseline(s)."""
+    rows = [x for x in (a, b) if x is not None]
+    if not rows or any(x["value"] is None or x["baseline"] is None for x in rows):
+        return None
+    v, base = sum(x["value"] for x in rows), sum(x["baseline"] for x in rows)
+    if base <= 0:
+        return "above" if v > 0 else "like"
+    r = v / base
+    return "below" if r < _LIKE_RANDOM[0] else "above" if r > _LIKE_RANDOM[1] else "like"
+
+
+def _geometry_reading(g: dict) -> list[str]:
+    """Plain sentences from one checkpoint's aggregate, each conditional on what the numbers show."""
+    agg = g["aggregate"]
+    out = []
+    k = _geo_k(agg)
+    if k is None or g.get("energy", 0) <= 0:
+        return ["No weight matrix changed (ΔW = 0): nothing to read."]
+    kk = f"{k:g}"
+    L, R, Bo = _geo(agg, "energy_left", k), _geo(agg, "energy_right", k), _geo(agg, "energy_both", k)
+    cover = "" if (L["energy_covered"] or 0) > 0.999 else \
+        f" (over the matrices with min(m, n) ≥ {kk}: {_pct(L['energy_covered'])} of ‖ΔW‖²)"
+    lead = {"below": "The update avoids the principal directions",
+            "above": "The update concentrates on the principal directions",
+            "like": "The update meets the principal directions as a random matrix would"}.get(_versus(L, R))
+    if lead:
+        both = (f"; {_pct(Bo['value'])} inside both (random: {_pct(Bo['baseline'])})" if Bo and Bo["baseline"] is not None
+                else "")
+        out.append(f"{lead}: {_pct(L['value'])} of its energy in the top-{kk} left singular subspace of W_base and "
+                   f"{_pct(R['value'])} in the right one, against {_pct(L['baseline'])} and {_pct(R['baseline'])} "
+                   f"for a random matrix of the same shape{both}{cover}.")
+    D = _geo(agg, "diagonal", k)
+    v = _versus(D)
+    if v:
+        what = {"above": "more than a random update does: part of the update rescales the top singular values",
+                "below": "less than a random update does",
+                "like": "as much as a random update does"}[v]
+        out.append(f"{_pct(D['value'])} of its energy lies on the diagonal of the base's top-{kk} singular basis "
+                   f"(moving the top-{kk} singular values without turning their vectors), against "
+                   f"{_pct(D['baseline'])} for a random matrix: {what}.")
+    al, ar = _geo(agg, "angle_left_max_deg", k), _geo(agg, "angle_right_max_deg", k)
+    ml, mr = _geo(agg, "angle_left_mean_deg", k), _geo(agg, "angle_right_mean_deg", k)
+    sv = _geo(agg, "sv_drift", k)
+    if al and ar and al["value"] is not None and ar["value"] is not None:
+        big = max(al["value"], ar["value"])
+        verb = "barely turn" if big < 1 else "turn a little" if big < 10 else "turn substantially"
+        drift = "" if sv is None or sv["value"] is None else \
+            f"; their top-{kk} singular values drift by {_pct(sv['value'])} (relative)"
+        means = "" if not (ml and mr) else f", mean angle {_fmt(ml['value'], digits=3)}° and {_fmt(mr['value'], digits=3)}°"
+        out.append(f"The top-{kk} singular subspaces {verb}: largest principal angle {_fmt(al['value'], digits=3)}° "
+                   f"(left) and {_fmt(ar['value'], digits=3)}° (right){means}{drift} (‖ΔW‖²-weighted means over "
+                   f"matrices; no closed-form random baseline: the angles depend on the gaps of the base spectrum).")
+    T = _geo(agg, "top_energy_share", 0.01)
+    v = _versus(T)
+    if v:
+        lead = {"above": "The update is concentrated on few entries",
+                "below": "The update is spread more evenly over the entries than Gaussian noise",
+                "like": "The update is spread over the entries like Gaussian noise"}[v]
+        out.append(f"{lead}: the 1% largest entries of ΔW hold {_pct(T['value'])} of its energy, against "
+                   f"{_pct(T['baseline'])} for Gaussian entries.")
+    for name, what in (("principal", "the principal weights (the largest entries of W_base's rank-r part)"),
+                       ("low", "the small-magnitude weights of W_base")):
+        P = _geo(agg, f"update_in_{name}", 0.05)
+        v = _versus(P)
+        if v:
+            verb = {"below": "avoid", "above": "favour", "like": "fall on"}[v]
+            tail = " as often as at random" if v == "like" else ""
+            out.append(f"The largest entries of the update {verb} {what}{tail}: {_pct(P['value'])} of the update "
+                       f"mask (the 5% largest |ΔW|) lies in the 5% mask, against {_pct(P['baseline'])} at random.")
+    return out
+
+
+#: the aggregate rows shown in the report's table (all their parameters)
+_GEO_TABLE = ("energy_left", "energy_right", "energy_both", "diagonal", "angle_left_max_deg", "angle_right_max_deg",
+              "sv_drift", "top_energy_share", "density_above_rms", "update_in_principal", "update_in_low",
+              "jaccard_update_principal", "jaccard_update_low")
+
+
+def _geo_cell(a: dict | None, digits: int = 3) -> str:
+    if a is None or a["value"] is None:
+        return "—"
+    return f"{_fmt(a['value'], digits=digits)}°" if a["metric"].endswith("_deg") else _pct(a["value"], digits)
+
+
+def _geo_base(a: dict | None) -> str:
+    return "—" if a is None or a["baseline"] is None else _pct(a["baseline"])
+
+
+def _geometry(page: Page, doc: dict, labs: list[str]) -> None:
+    """Where the update lies relative to the base (``--geometry`` only), each number beside the
+    random-matrix baseline of the same shape."""
+    geo = doc.get("geometry")
+    if not geo:
+        return
+    page.add(("h2", "Geometry of the update"))
+    page.add(("p", "Where ΔW lies relative to W_base, per weight matrix (analysis.geometry.update_geometry: energy "
+                   "in W_base's top-k singular subspaces, principal angles and singular-value drift between the "
+                   "top-k subspaces of W_base and W_rl, concentration over the entries, overlap of the largest "
+                   "entries with the principal and small-magnitude weights), each beside its baseline: the same "
+                   "number for an isotropic random update of the same shape and norm. " + geo["aggregation"]))
+    for lab, g in zip(labs, geo["checkpoints"]):
+        page.add(("h3", f"{lab}: {g['n_matrices']} matrices"))
+        for s in _geometry_reading(g):
+            page.add(("p", s))
+        agg = g["aggregate"]
+        rows = [[a["metric"], _fmt(a["param"]), _geo_cell(a, 4), _geo_base(a), a["n_matrices"],
+                 _pct(a["energy_covered"])] for a in agg if a["metric"] in _GEO_TABLE]
+        page.add(("table", ["metric", "k / q / c / α", "value", "random baseline", "matrices", "of ‖ΔW‖²"], rows))
+        k = _geo_k(agg)
+        if k is None:
+            continue
+        kk = f"{k:g}"
+        if g["per_layer"]:
+            page.add(("p", f"{lab}: per block (‖ΔW‖²-weighted over its matrices; k = {kk}):"))
+            page.add(("table", ["block", "share of ‖ΔW‖²", f"left top-{kk}", "random", f"right top-{kk}", "random",
+                                f"max angle left (k = {kk})", "top 1% entries", "random"],
+                      [[pl["layer"], _pct(pl["energy"] / g["energy"] if g["energy"] > 0 else None)]
+                       + [f(_geo(pl["aggregate"], mt, q)) for mt, q, f in
+                          (("energy_left", k, _geo_cell), ("energy_left", k, _geo_base),
+                           ("energy_right", k, _geo_cell), ("energy_right", k, _geo_base),
+                           ("angle_left_max_deg", k, _geo_cell), ("top_energy_share", 0.01, _geo_cell),
+                           ("top_energy_share", 0.01, _geo_base))]
+                       for pl in g["per_layer"]]))
+        top = sorted((m for m in g["matrices"] if m["delta_energy"]), key=lambda m: -m["delta_energy"])[:12]
+        if top:
+            page.add(("p", f"{lab}: the matrices with the largest ‖ΔW‖² (top-{kk} subspaces):"))
+            rows = []
+            for m in top:
+                mrows = [dict(x, n_matrices=1, energy_covered=1.0) for x in m["metrics"]]
+                rows.append([m["name"] + ("" if m["expert"] is None else f" [expert {m['expert']}]"),
+                             "×".join(map(str, m["shape"])), _pct(m["delta_energy"] / g["energy"])]
+                            + [f(_geo(mrows, mt, k)) for mt, f in
+                               (("energy_left", _geo_cell), ("energy_left", _geo_base), ("energy_right", _geo_cell),
+                                ("energy_right", _geo_base), ("angle_left_max_deg", _geo_cell),
+                                ("sv_drift", _geo_cell))])
+            page.add(("table", ["matrix", "shape", "share of ‖ΔW‖²", f"left top-{kk}", "random", f"right top-{kk}",
+                                "random", "max angle left", "sv drift"], rows))
+        notes = [m for m in g["matrices"] if m.get("note")]
+        for m in notes[:5]:
+            page.add(("p", f"Note ({lab}): {m['name']}: {m['note']}"))
+
+
+def _ulp_label(lo: int, hi: int) -> str:
+    return str(hi) if hi <= 2 or lo + 1 == hi else f"{lo + 1}–{hi}"
+
+
+def _ulp_tables(page: Page, doc: dict, labs: list[str]) -> None:
+    """The ULP histogram of ΔW in W_base's dtype over all weight matrices (``--geometry`` only)."""
+    geo = doc.get("geometry")
+    if not geo:
+        return
+    for lab, g in zip(labs, geo["checkpoints"]):
+        for h in g.get("precision") or []:
+            changed = 1.0 - h["unchanged_share"]
+            s = (f"{lab}: {_pct(h['unchanged_share'])} of the {_fmt(h['n_entries'])} entries of the "
+                 f"{h['n_matrices']} weight matrices are unchanged in {h['dtype']} (the same value in W_base's dtype) "
+                 f"and {_pct(h['one_ulp_share'])} moved by exactly one ULP (the smallest step {h['dtype']} allows)")
+            if changed > 0 and h["one_ulp_share"] / changed > 0.5:
+                s += "; most changed entries moved by that one step: the update lives at the precision floor"
+            elif changed > 0:
+                s += f"; the changed entries moved by {_fmt(h['mean_ulp'] / changed, digits=3)} ULPs on average"
+            if h["unchanged_share"] > 0.5:
+                s += f"; most entries are bit-identical to the base in {h['dtype']}"
+            if not h["exact_in_dtype"]:
+                s += f" (some values were not representable in {h['dtype']}: the histogram is of the rounded values)"
+            page.add(("p", s + "."))
+            edges, counts = h["bin_edges"], h["counts"]
+            last = max([i for i, c in enumerate(counts) if c] or [0])
+            rows = [[_ulp_label(edges[i - 1] if i else -1, edges[i]) if i else "0 (unchanged)", _fmt(counts[i]),
+                     _pct(h["shares"][i], 4)] for i in range(last + 1)]
+            page.add(("table", [f"|ΔW| in ULPs of {h['dtype']}", "entries", "share"], rows))
+
+
 #: the sections of a diff report, in order
-_SECTIONS = (_verdict, _overview, _precision, _lora, _summary, _density, _output_head, _layers, _experts, _alignment,
-             _clustering)
+_SECTIONS = (_verdict, _overview, _precision, _lora, _summary, _density, _output_head, _layers, _geometry, _experts,
+             _alignment, _clustering)
 
 
 def _blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:

@@ -35,14 +35,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..checkpoints import open_checkpoint
-from .align import thirds
-from .compare import diff, to_frame
-from .head import N_QUANTILES, N_TOP_TOKENS, TOKENIZER_MIN_COVERAGE, U_ORIENTATION, u_statistics
-from .moe import MOE_AGGREGATION
-from .run import DiffRun
 from .settings import CASTS, CPU_BLAS_THREADS, ENERGY_FRACTIONS, LAYERS, PHASES, SRANK_DELTAS, TOLERANCES
-from .stream import _step_of, series
+
+#: the names re-exported here from the submodules that import torch, imported on first use
+#: (:func:`__getattr__`): ``rlvr-diff --help`` (``analysis.diff.cli``) loads neither torch nor scipy
+_LAZY_NAMES = (
+    ("..checkpoints", ("open_checkpoint",)),
+    (".align", ("thirds",)),
+    (".compare", ("diff", "to_frame")),
+    (".head", ("N_QUANTILES", "N_TOP_TOKENS", "TOKENIZER_MIN_COVERAGE", "U_ORIENTATION", "u_statistics")),
+    (".moe", ("MOE_AGGREGATION",)),
+    (".run", ("DiffRun",)),
+    (".stream", ("_step_of", "series")),
+)
 
 __all__ = ["diff", "series", "to_frame", "u_statistics", "TOLERANCES", "SRANK_DELTAS", "ENERGY_FRACTIONS", "thirds",
            "LAYERS", "CASTS", "U_ORIENTATION", "TOKENIZER_MIN_COVERAGE", "MOE_AGGREGATION", "PHASES", "DiffRun",
@@ -64,7 +69,11 @@ _FORMER_NAMES = (
 
 
 def __getattr__(name: str) -> Any:
-    """A name of the former ``analysis.weight_diff`` from the submodule that holds it now."""
+    """A name of :data:`__all__` from the submodule that defines it (imported on first use), or a
+    name of the former ``analysis.weight_diff`` from the submodule that holds it now."""
+    for module, names in _LAZY_NAMES:
+        if name in names:
+            return getattr(importlib.import_module(module, __name__), name)
     for module, names in _FORMER_NAMES:
         if name in names:
             return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -2,8 +2,8 @@
 
     rlvr-diff [weights] BASE RL_1 [RL_2 ...] --out DIR [--device auto|cpu|cuda] [--top-k 64]
               [--layers all|head] [--tokenizer DIR] [--full-spectrum] [--series RUN_DIR]
-              [--cast bf16|fp16|fp32] [--allow-other-base] [--threads N] [--overwrite] [--json]
-              [--quiet]
+              [--cast bf16|fp16|fp32] [--allow-other-base] [--geometry] [--threads N] [--overwrite]
+              [--json] [--quiet]
     rlvr-diff hidden-states CHECKPOINT --rollouts FILE.jsonl --out DIR [--tokenizer DIR]
               [--device auto|cpu|cuda] [--batch-size 8] [--temperature 1.0] [--threads N]
               [--overwrite] [--json] [--quiet]
@@ -24,7 +24,10 @@ last one.  ``--cast bf16|fp16|fp32`` rounds both sides to one precision before t
 (a pair whose dtypes differ is otherwise flagged with its rounding floor).  An adapter whose
 ``base_model_name_or_path`` names another base than ``BASE`` is refused unless
 ``--allow-other-base`` (then recorded ``"base_identity": "other (allowed)"``; see
-:func:`analysis.diff.lora.base_identity`).  ``hidden-states`` writes
+:func:`analysis.diff.lora.base_identity`).  ``--geometry`` adds where every weight matrix's update
+lies relative to the base (``report.json`` ``geometry``, the report's "Geometry of the update"
+section and the ULP histogram in "Precision"; :mod:`analysis.diff.geometry_pass`); dense
+checkpoints only, refused with a LoRA adapter.  ``hidden-states`` writes
 ``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  ``reconstruct``
 writes a Hugging Face checkpoint ``DIR`` (:mod:`analysis.diff.reconstruct`): ``W_base`` plus the
 rank-``K`` part of every matrix's ``ΔW`` (``--rescale``: rescaled to ``‖ΔW‖_F``; ``--others``: where
@@ -97,6 +100,10 @@ def _add_weights(sub: Any) -> None:
     ap.add_argument("--allow-other-base", action="store_true",
                     help="diff a LoRA adapter against BASE even when its adapter_config.json "
                          "base_model_name_or_path names another base (refused by default; recorded in the report)")
+    ap.add_argument("--geometry", action="store_true",
+                    help="also measure where every weight matrix's update lies relative to the base (energy in "
+                         "W_base's top-k singular subspaces, principal angles, entry concentration, ULPs of ΔW; "
+                         "each beside a random baseline); dense checkpoints only (not LoRA adapters)")
     runner.add_threads_option(ap, all_cores=True)   # spectra side by side, one BLAS thread each
     runner.add_overwrite_option(ap)
     ap.add_argument("--json", action="store_true", help="print report.json on stdout")
@@ -126,7 +133,7 @@ def _add_hidden_states(sub: Any) -> None:
 
 
 def _add_reconstruct(sub: Any) -> None:
-    from .reconstruct import DEFAULT_MAX_SHARD_SIZE, OTHERS, RANK_FULL
+    from .settings import DEFAULT_MAX_SHARD_SIZE, OTHERS, RANK_FULL  # constants only: no torch
 
     ap = sub.add_parser(
         "reconstruct", help="write a checkpoint: W_base + the rank-k part of ΔW, or a series extrapolated in the step",
@@ -240,7 +247,8 @@ def _run_weights(args: argparse.Namespace) -> int:
     workers = runner.default_threads(all_cores=True) if args.threads is None else args.threads
     doc = checkpoint_diff.diff(args.base, cks, device=args.device, top_k=args.top_k, layers=args.layers,
                                tokenizer=args.tokenizer, full_spectrum=args.full_spectrum, progress=not args.quiet,
-                               cast=args.cast, workers=workers, allow_other_base=args.allow_other_base)
+                               cast=args.cast, workers=workers, allow_other_base=args.allow_other_base,
+                               geometry=args.geometry)
     doc["run"]["settings"] = _settings(args)
     out = report.write_report(doc, args.out, overwrite=args.overwrite)
     if args.json:
@@ -261,10 +269,30 @@ def _run_weights(args: argparse.Namespace) -> int:
                     n = c["base_identity_names"]
                     print(f"  base identity: {c['base_identity']}: the adapter names "
                           f"{n['adapter_base_model_name_or_path']!r}, the base given is {n['base']!r}")
+            if doc.get("geometry"):
+                _print_geometry(doc["geometry"]["checkpoints"][doc["checkpoints"].index(c)])
             if c.get("dtype_differs") and c.get("rounding_floor"):
                 print(f"  dtypes differ: base {doc['base_dtype']}, checkpoint {c['dtype']}; rounding floor "
                       f"‖ΔW‖ = {_fmt(c['rounding_floor']['l2'])} (use --cast to diff at one precision)")
     return 0
+
+
+def _print_geometry(g: dict[str, Any]) -> None:
+    """One summary line of a checkpoint's geometry (``--geometry``): energy in the top-8 subspaces
+    and the unchanged / one-ULP shares, each beside its baseline."""
+    def row(metric: str, param: float) -> dict[str, Any]:
+        return next((a for a in g["aggregate"] if a["metric"] == metric and a["param"] == param), {})
+
+    left, right = row("energy_left", 8.0), row("energy_right", 8.0)
+
+    def pct(x: Any) -> str:
+        return "—" if x is None else _fmt(100 * x) + "%"
+
+    parts = [f"top-8 subspaces hold {pct(left.get('value'))} (left) / {pct(right.get('value'))} (right) of ‖ΔW‖², "
+             f"random {pct(left.get('baseline'))} / {pct(right.get('baseline'))}"]
+    for h in g.get("precision") or []:
+        parts.append(f"{h['dtype']}: {pct(h['unchanged_share'])} unchanged, {pct(h['one_ulp_share'])} by one ULP")
+    print("  geometry: " + "; ".join(parts))
 
 
 def _print_adapter(a: dict[str, Any]) -> None:

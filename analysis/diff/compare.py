@@ -24,8 +24,10 @@ from rlvr_plumbing.runtime import resolve_device, run_metadata
 
 from ..checkpoints import Checkpoint, TensorPair, open_checkpoint, pair_tensors, tokenizer_size
 from .align import _alignment, _clustering
+from .geometry_pass import ADAPTER_REFUSAL
+from .geometry_pass import finish as geometry_finish
 from .head import N_TOP_TOKENS, _check_tokenizer, _open_tokenizer, _top_tokens, u_statistics
-from .lora import _open_adapters, adapter_notes, adapter_pass
+from .lora import _is_adapter, _open_adapters, adapter_notes, adapter_pass
 from .moe import _moe_finish
 from .run import DiffRun, _blas_threads, _Tally
 from .settings import CASTS, CPU_BLAS_THREADS, ENERGY_FRACTIONS, LAYERS, SRANK_DELTAS, TOLERANCES, _key
@@ -40,7 +42,7 @@ __all__ = ["diff", "to_frame"]
 def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: int = 64,
          layers: str = "all", tokenizer: str | None = None, full_spectrum: bool = False,
          progress: bool = True, cast: str | None = None, workers: int | None = None,
-         allow_other_base: bool = False) -> dict:
+         allow_other_base: bool = False, geometry: bool = False) -> dict:
     """Compare RL checkpoints with their base checkpoint; return the ``report.json`` document.
 
     Parameters
@@ -83,6 +85,15 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         Diff a LoRA adapter whose ``base_model_name_or_path`` names another base than ``base``
         (:func:`analysis.diff.lora.base_identity`; refused by default), recorded as
         ``"base_identity": "other (allowed)"``.
+    geometry : bool
+        Also measure where every weight matrix's update lies relative to the base
+        (:func:`analysis.geometry.update_geometry` of ``(W_base, W_rl)`` per 2-D weight, the head
+        included, a fused 3-D expert tensor per expert; computed while both tensors are in memory):
+        the document gains ``"geometry"`` (:func:`analysis.diff.geometry_pass.finish`: per
+        checkpoint every matrix's rows with their random baselines, the ``‖ΔW‖²``-weighted
+        aggregate, per block, and the ULP histogram of ``ΔW`` in the base's dtype) and
+        ``timings_s["geometry"]``.  Dense checkpoints only: refused with a LoRA adapter.  Off
+        (default): the document has no ``"geometry"`` key and nothing else changes.
 
     Returns
     -------
@@ -134,9 +145,13 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     paths, top_k = _check_args(base, checkpoints, top_k, layers, tokenizer, full_spectrum, progress, cast)
     if not isinstance(allow_other_base, bool):
         raise ValueError(f"allow_other_base must be True or False, got {allow_other_base!r}")
+    if not isinstance(geometry, bool):
+        raise ValueError(f"geometry must be True or False, got {geometry!r}")
+    if geometry and any(_is_adapter(p) for p in paths):
+        raise ValueError(ADAPTER_REFUSAL)
     dev = resolve_device(device)
     run = DiffRun(dev, _Ops(dev, cast), workers=workers, top_k=top_k, layers=layers,
-                  full_spectrum=full_spectrum, cast=cast, vectors=len(paths) >= 2)
+                  full_spectrum=full_spectrum, cast=cast, vectors=len(paths) >= 2, geometry=geometry)
     b = open_checkpoint(base, "base")
     adapters = _open_adapters(b, paths, cast, allow_other_base, base)   # LoRA adapter directories (all or none)
     cks = adapters or [open_checkpoint(p, f"checkpoints[{i}]") for i, p in enumerate(paths)]
@@ -169,13 +184,17 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     if adapters:
         adapter_notes(doc, adapters)
         doc["settings"]["allow_other_base"] = allow_other_base
+    if geometry:
+        doc["settings"]["geometry"] = True
+        doc["geometry"] = geometry_finish(tallies, b.num_layers)
     run.timings["finish"] += time.perf_counter() - tfin
     doc["timings_s"] = dict(run.timings)
     doc["timing_s"] = time.perf_counter() - t0
     doc["run"] = run_metadata({"base": str(base), "checkpoints": paths, "device": str(device), "top_k": top_k,
                                "layers": layers, "tokenizer": None if tokenizer is None else str(tokenizer),
                                "full_spectrum": bool(full_spectrum), "cast": cast,
-                               "allow_other_base": allow_other_base}, seed=None,
+                               "allow_other_base": allow_other_base, **({"geometry": True} if geometry else {})},
+                              seed=None,
                               device=doc["device"])
     return doc
 

@@ -85,20 +85,15 @@ from rlvr_plumbing.io import atomic_dir, check_out, write_json
 
 from .. import spectra
 from ..checkpoints import Checkpoint, open_checkpoint, pair_tensors, resolve_checkpoint_dir
+from .settings import DEFAULT_MAX_SHARD_SIZE, OTHERS, RANK_FULL  # in .settings: `rlvr-diff --help` needs no torch
 
 __all__ = ["reconstruct", "extrapolate", "line_weights", "rank_k_part", "parse_size", "RANK_FULL", "OTHERS",
            "COPIED_FILES", "DEFAULT_MAX_SHARD_SIZE", "RECORD_FILE"]
 
-#: ``rank`` value meaning "every singular direction" (the whole ΔW: RL back)
-RANK_FULL = "full"
-#: accepted values of ``others`` (where 1-D and other non-matrix floating-point tensors come from)
-OTHERS = ("rl", "base")
 #: files copied into the reconstruction from the RL directory (the last of a series; the base for an adapter)
 COPIED_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                 "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "vocab.txt",
                 "tokenizer.model", "spiece.model", "chat_template.jinja", "chat_template.json", "task.json")
-#: largest shard (bytes of tensor data) before another shard is started (save_pretrained's 5 GB)
-DEFAULT_MAX_SHARD_SIZE = 5 * 10**9
 #: the provenance record written into the output directory
 RECORD_FILE = "reconstruct.json"
 

@@ -92,6 +92,9 @@ class DiffRun:
     vectors : bool
         Keep the leading singular vectors of every weight (alignment needs them: two or more
         checkpoints); the head's are always kept.
+    geometry : bool
+        Measure the geometry of every weight matrix's update relative to the base
+        (:mod:`analysis.diff.geometry_pass`) during the tensor pass.
     timings : dict
         Seconds of the main thread per phase (:data:`analysis.diff.settings.PHASES`).
     background : _Background or None
@@ -108,6 +111,7 @@ class DiffRun:
     full_spectrum: bool = False
     cast: str | None = None
     vectors: bool = False
+    geometry: bool = False
     timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     background: _Background | None = None
     bar: Any = None
@@ -156,6 +160,7 @@ class _Tally:
         self.floor = 0.0            # ‖ΔW‖ that casting alone produces, over the tensors whose dtypes differ
         self.floor_tensors = 0
         self.dtype_differs = False
+        self.geometry: list[dict[str, Any]] = []   # per matrix, with geometry=True (analysis.diff.geometry_pass)
 
 
 @contextlib.contextmanager

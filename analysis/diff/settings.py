@@ -38,6 +38,13 @@ PHASES = ("read", "difference", "norms_densities", "rounding_floor", "head_spect
 #: 11.4 s).
 CPU_BLAS_THREADS: int | None = 1
 
+#: ``rank`` value meaning "every singular direction" (the whole ΔW: RL back)
+RANK_FULL = "full"
+#: accepted values of ``others`` (where 1-D and other non-matrix floating-point tensors come from)
+OTHERS = ("rl", "base")
+#: largest shard (bytes of tensor data) before another shard is started (save_pretrained's 5 GB)
+DEFAULT_MAX_SHARD_SIZE = 5 * 10**9
+
 
 def _key(x: float) -> str:
     """JSON key of a tolerance / δ / fraction: ``0`` → ``"0"``, ``1e-5`` → ``"1e-05"``."""

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ..checkpoints import DTYPE_NAMES, Checkpoint, resolve_checkpoint_dir
+from . import geometry_pass
 from .measure import _measure, _shifts
 from .run import DiffRun, _Tally
 from .settings import TOLERANCES
@@ -243,6 +244,9 @@ def _tensor(run: DiffRun, tallies: list[_Tally], b: Checkpoint, name: str, B: An
                     floor = _rounding_floor(ops, B[:p.rows], X, (p.rows, odt), bdt, base_floor)
                 r.floor = math.hypot(r.floor, floor)
                 r.floor_tensors += 1
+        if geometry_pass.applies(run, p, b.config):   # W_base and W_rl both in memory: before the difference
+            with run.phase("geometry"):
+                geometry_pass.measure(run, r, p, B[:p.rows], X, geometry_pass.ulp_dtype(bdt, run.cast))
         with run.phase("difference"):
             D = ops.sub_(X, B[:p.rows])
         del X
