@@ -499,7 +499,10 @@ class Guard:
         if spec in PRESETS:
             return cls(PRESETS[spec](), action if action is not None else "log")
         if not Path(spec).is_file():
-            raise ValueError(f"guard: {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a rules file")
+            from rlvr_plumbing.registry import did_you_mean
+
+            raise ValueError(f"guard: {spec!r} is neither a preset ({', '.join(PRESETS)}) nor a rules file"
+                             f"{did_you_mean(spec, PRESETS)}")
         return cls.from_file(spec, action=action)
 
     def to_dict(self) -> dict[str, Any]:

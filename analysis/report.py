@@ -15,7 +15,10 @@ the values of FADE's Sec. 5 output-head table, :data:`FADE_SEC5_TABLE`), then th
 every checkpoint (dtype, mismatch flag, rounding floor), the LoRA adapter (adapter directories
 only: settings, what is exact, the largest low-rank updates), the summary, density, output head
 (with the orientation rule of ``u``), layers, mixture of experts (MoE checkpoints only: the experts
-of each block aggregated, routers and shared experts, ``experts.png``), alignment and clustering.
+of each block aggregated, routers and shared experts, ``experts.png``), alignment and clustering,
+and the dynamics (a series: bit-identical share between consecutive checkpoints and linearity in
+the step beside random walks; several runs: Jaccard of their update masks beside the random
+baseline; :mod:`analysis.diff.dynamics`).
 
 The report is drawn from the document alone (no checkpoint is re-read), so a saved
 ``report.json`` can be rendered again: ``write_report(json.load(open(p)), out)``.
@@ -1099,9 +1102,84 @@ def _ulp_tables(page: Page, doc: dict, labs: list[str]) -> None:
             page.add(("table", [f"|ΔW| in ULPs of {h['dtype']}", "entries", "share"], rows))
 
 
+# ------------------------------------------------------- dynamics (series / runs)
+def _dynamics_series(page: Page, d: dict) -> None:
+    ch = d["change"]
+    steps = d.get("steps") or []
+    src = "" if d.get("step_source") == "names" else " (steps: the position in the series)"
+    share = ch.get("identical_share")
+    if share is not None:
+        read = ("most entries do not change from one checkpoint to the next" if share > 0.5 else
+                "most entries change from one checkpoint to the next")
+        page.add(("p", f"{_pct(share)} of stored entries are bit-identical between consecutive checkpoints "
+                       f"({_fmt(ch['n_entries'])} entry comparisons over {len(ch['pairs'])} consecutive pairs{src}): "
+                       f"{read}. Reference: {ch.get('reference')}."))
+    page.add(("table", ["from step", "to step", "bit-identical", "entries", "share"],
+              [[_fmt(p["from_step"]), _fmt(p["to_step"]), _fmt(p["identical"]), _fmt(p["n_entries"]),
+                _pct(p["identical_share"], 4)] for p in ch["pairs"]]))
+    lin = d.get("linearity")
+    st = d.get("settings") or {}
+    if lin:
+        rw = lin.get("random_walk") or {}
+        med, rmed = lin.get("median_r2"), rw.get("median_r2")
+        if med is None:
+            page.add(("p", f"No sampled entry moves over the {len(steps)} checkpoints: linearity undefined."))
+        else:
+            verb = ("the entries move linearly in the step" if med >= 0.8 else
+                    "the entries move partly linearly in the step" if rmed is None or med > rmed + 0.1 else
+                    "the entries move like random walks, not linearly in the step")
+            page.add(("p", f"{verb[0].upper() + verb[1:]}: median R² {_fmt(med, digits=3)}, pooled R² "
+                           f"{_fmt(lin.get('pooled_r2'), digits=3)} over {_fmt(lin['n_sampled'])} sampled entries "
+                           f"({_fmt(st.get('sample_size'))} per tensor, seed {st.get('seed')}; "
+                           f"{_pct(lin.get('static_share'))} do not move and are left out); Gaussian random walks "
+                           f"over the same {len(steps)} steps give median R² {_fmt(rmed, digits=3)} (pooled "
+                           f"{_fmt(rw.get('pooled_r2'), digits=3)}). RLVR-Linearity (arXiv 2601.04537) reports "
+                           f"R² ≈ 0.9."))
+    rows = sorted(d.get("tensors") or [], key=lambda t: -t["n_entries"])[:15]
+    if rows:
+        page.add(("p", "The largest tensors:"))
+        page.add(("table", ["tensor", "entries", "bit-identical (consecutive)", "static (sample)", "median R²",
+                            "pooled R²"],
+                  [[t["name"], _fmt(t["n_entries"]), _pct(t["identical_share"], 4), _pct(t.get("static_share")),
+                    _fmt(t.get("median_r2"), digits=3), _fmt(t.get("pooled_r2"), digits=3)] for t in rows]))
+
+
+def _dynamics_runs(page: Page, d: dict, labs: list[str]) -> None:
+    q = d["settings"]["mask_fraction"]
+    rows = []
+    for p in d["pairs"]:
+        ratio = p["jaccard"] / p["baseline"] if p["baseline"] else None
+        rows.append([f"{labs[p['a']]} vs {labs[p['b']]}", _fmt(p["jaccard"], digits=3), _fmt(p["baseline"], digits=3),
+                     "—" if ratio is None else f"{_fmt(ratio, digits=3)}×", _pct(p["density_a"]), _pct(p["density_b"])])
+    best = max(d["pairs"], key=lambda p: p["jaccard"]) if d["pairs"] else None
+    if best is not None:
+        r = best["jaccard"] / best["baseline"] if best["baseline"] else None
+        read = ("the runs update the same entries far more often than chance" if r is not None and r > 2 else
+                "the runs update the same entries about as often as chance")
+        page.add(("p", f"Update masks (the top {_pct(q)} of |ΔW| per tensor) of runs {labs[best['a']]} and "
+                       f"{labs[best['b']]}: Jaccard {_fmt(best['jaccard'], digits=3)} against "
+                       f"{_fmt(best['baseline'], digits=3)} for two independent random masks of the same densities: "
+                       f"{read}."))
+    page.add(("table", ["pair", "Jaccard", "random baseline", "ratio", "density a", "density b"], rows))
+
+
+def _dynamics(page: Page, doc: dict, labs: list[str]) -> None:
+    """How the checkpoints move relative to each other (``report.json`` ``dynamics``)."""
+    d = doc.get("dynamics")
+    if not d:
+        return
+    page.add(("h2", "Dynamics"))
+    if d["kind"] == "series":
+        _dynamics_series(page, d)
+    else:
+        _dynamics_runs(page, d, labs)
+    for note in d.get("notes") or []:
+        page.add(("p", f"Note: {note}."))
+
+
 #: the sections of a diff report, in order
 _SECTIONS = (_verdict, _overview, _precision, _lora, _summary, _density, _output_head, _layers, _geometry, _experts,
-             _alignment, _clustering)
+             _alignment, _clustering, _dynamics)
 
 
 def _blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:

@@ -35,10 +35,9 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from rlvr_plumbing import checks
 from rlvr_plumbing.io import atomic_write, atomic_write_text, check_out
@@ -46,6 +45,9 @@ from rlvr_plumbing.serialize import fmt_number
 from rlvr_theory import advantages, masses, tail_miss, variance
 
 from . import registry
+
+if TYPE_CHECKING:  # imported where used: `rlvr-figures --help` loads no pandas
+    import pandas as pd
 
 __all__ = ["FAMILIES", "FIGURE_FAMILIES", "GUIDE_P", "GUIDE_G", "RARE_SHARE", "family_label", "param_flags",
            "guide_table", "guide_markdown", "gallery_markdown", "figure_description", "write_thumbnails",
@@ -148,6 +150,8 @@ def guide_table(p: Sequence[float] = GUIDE_P, G: Sequence[int] = GUIDE_G,
     >>> round(float(t.zero_signal[0]), 4), round(float(t.all_wrong[0]), 4), round(float(t.tail_miss[0]), 4)
     (0.4305, 0.4305, 0.4923)
     """
+    import pandas as pd
+
     pa = checks.array("p", p, low=0, high=1).ravel()
     Gs = [checks.integer("G", g, low=1) for g in np.atleast_1d(np.asarray(G, dtype=object))]
     rare_share = checks.number("rare_share", rare_share, 0, 1)

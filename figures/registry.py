@@ -36,12 +36,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from rlvr_plumbing.io import atomic_dir, atomic_write, atomic_write_text, check_out
 from rlvr_plumbing.registry import Registry
 from rlvr_plumbing.serialize import fmt_number
+
+if TYPE_CHECKING:  # imported where used: `rlvr-figures --help` loads no pandas
+    import pandas as pd
 
 __all__ = ["Claim", "FigureSpec", "register", "unregister", "registered", "get", "names", "make", "check",
            "claim_number", "reproduction_markdown", "parse_reproduction_markdown", "same_at_claim_precision",
@@ -202,6 +204,8 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
     # claims by the figure tests: a figure cannot silently lose its paper marks)
     marks = {"Paper marks": json.dumps(paper_values(fig))}
     cols = ["claim", "source", "paper", "ours", "tol", "passed", "status", "note"]
+    import pandas as pd
+
     cdf = pd.DataFrame([{"claim": c.claim, "source": c.source, "paper": c.paper, "ours": c.ours, "tol": c.tol,
                          "passed": c.passed, "status": c.status, "note": c.note} for c in claims], columns=cols)
     names: list[str] = []
@@ -247,6 +251,8 @@ def check(names_: list[str] | None, out_dir: str | os.PathLike, *, full: bool = 
         _, claims = make(name, out_dir, full=full)
         rows += [{"figure": name, "claim": c.claim, "source": c.source, "paper": c.paper, "ours": c.ours,
                   "tol": c.tol, "status": c.status, "note": c.note} for c in claims]
+    import pandas as pd
+
     table = pd.DataFrame(rows, columns=["figure", "claim", "source", "paper", "ours", "tol", "status", "note"])
     # what the run took, for `rlvr-figures check`'s summary line (not part of the table's columns)
     table.attrs.update(figures=len(names_ or names()), seconds=time.perf_counter() - start)
@@ -260,6 +266,8 @@ CHECK_TABLE = ("claims.txt", "claims.csv")
 def check_table_text(table: pd.DataFrame) -> str:
     """The claims ``table`` of :func:`check` as text, one row per claim (figure, claim cut to 60
     characters, paper, ours, status): what ``rlvr-figures check --verbose`` prints."""
+    import pandas as pd
+
     with pd.option_context("display.max_rows", None, "display.max_colwidth", 60, "display.width", 200):
         return table[["figure", "claim", "paper", "ours", "status"]].to_string(index=False) + "\n"
 
@@ -329,6 +337,7 @@ def reproduction_markdown(table: pd.DataFrame, *, full: bool = False) -> str:
 
     Examples
     --------
+    >>> import pandas as pd
     >>> t = pd.DataFrame([["fig", "a claim", "Two-Stage Fig. 1", 0.63, 0.6300816, 0.005, "pass", ""]],
     ...                  columns=_COLUMNS)
     >>> reproduction_markdown(t).splitlines()[-1]
@@ -374,6 +383,8 @@ def parse_reproduction_markdown(text: str) -> pd.DataFrame:
             continue
         cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
         rows.append(dict(zip(_COLUMNS, cells)))
+    import pandas as pd
+
     table = pd.DataFrame(rows, columns=_COLUMNS)
     for col in ("paper", "ours", "tol"):
         table[col] = [_number(c) for c in table[col]]

@@ -139,7 +139,8 @@ def _same(a: Any, value: Any) -> bool:
 
 
 def choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
-    """The entry of ``allowed`` equal to ``value``; otherwise a message listing them.
+    """The entry of ``allowed`` equal to ``value``; otherwise a message listing them (and the
+    closest, when one is close: ``did you mean 'csv'?``).
 
     The entry is returned, so ``0.0`` gives ``0`` for ``allowed=(0, 1)`` and ``numpy.True_``
     gives ``True``; a bool matches only a bool (``1`` is not ``True``).
@@ -153,7 +154,10 @@ def choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
     for a in allowed:
         if _same(a, value):
             return a
-    raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}")
+    from .registry import did_you_mean
+
+    raise ValueError(f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}"
+                     f"{did_you_mean(value, [a for a in allowed if isinstance(a, str)])}")
 
 
 def array(name: str, x: Any, *, ndim: int | None = None, min_ndim: int = 0, low: float | None = None,

@@ -16,6 +16,10 @@ Examples
 Traceback (most recent call last):
 ...
 ValueError: shape: unknown shape 'circle'; allowed: square
+>>> shapes.get("Squaer")
+Traceback (most recent call last):
+...
+ValueError: shape: unknown shape 'Squaer'; allowed: square; did you mean 'square'?
 >>> shapes.unregister("square")
 >>> shapes.names()
 []
@@ -24,12 +28,77 @@ ValueError: shape: unknown shape 'circle'; allowed: square
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "close_name", "did_you_mean"]
 
 T = TypeVar("T")
+
+
+def _squash(text: str) -> str:
+    return text.lower().replace("_", "").replace("-", "")
+
+
+def _edits(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbours that turn ``a`` into ``b``."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], prev2[j - 2] + 1)
+        prev2, prev = prev, row
+    return prev[-1]
+
+
+def close_name(value: Any, names: Iterable[Any], *, cutoff: float = 0.75) -> str | None:
+    """The entry of ``names`` closest to ``value``, or ``None`` when none is close: the same
+    name in another case or with ``_``/``-`` left out or swapped, else one with a
+    :func:`difflib.get_close_matches` ratio >= ``cutoff``, else one a typo away (a letter
+    added, dropped, changed, or two swapped; two typos for names of 10 letters or more; only
+    a swap for names of three letters).
+
+    >>> close_name("asymgrpo", ["grpo", "asym_grpo", "dr_grpo"])
+    'asym_grpo'
+    >>> close_name("Dr-GRPO", ["grpo", "dr_grpo"]), close_name("mases", ["list", "masses"])
+    ('dr_grpo', 'masses')
+    >>> close_name("cvs", ["markdown", "csv"]), close_name("chess", ["arith", "sort"])
+    ('csv', None)
+    """
+    import difflib
+
+    if not isinstance(value, str) or not value:
+        return None
+    names = [str(n) for n in names]
+    if value in names:
+        return None
+    squashed: dict[str, str] = {}
+    for n in names:
+        squashed.setdefault(_squash(n), n)
+    key = _squash(value)
+    if key in squashed:
+        return squashed[key]
+    hit = difflib.get_close_matches(key, list(squashed), n=1, cutoff=cutoff)
+    if hit:
+        return squashed[hit[0]]
+    allowed = 1 if len(key) < 10 else 2
+    best = min(((_edits(key, k), k) for k in squashed if abs(len(k) - len(key)) <= allowed), default=None)
+    if best is None or best[0] > allowed or (len(key) <= 3 and sorted(best[1]) != sorted(key)):
+        return None  # a three-letter name one letter off ('tsv', 'csv') is another name, not a typo
+    return squashed[best[1]]
+
+
+def did_you_mean(value: Any, names: Iterable[Any]) -> str:
+    """``"; did you mean 'asym_grpo'?"`` for the closest of ``names`` (:func:`close_name`), or ``""``.
+
+    >>> "unknown advantage 'asymgrpo'" + did_you_mean("asymgrpo", ["grpo", "asym_grpo"])
+    "unknown advantage 'asymgrpo'; did you mean 'asym_grpo'?"
+    """
+    hit = close_name(value, names)
+    return "" if hit is None else f"; did you mean {hit!r}?"
 
 
 class Registry(Generic[T]):
@@ -89,12 +158,15 @@ class Registry(Generic[T]):
     # -------------------------------------------------------------- reading
     def get(self, name: str, *, arg: str | None = None) -> T:
         """The object registered as ``name``; ``ValueError`` naming ``arg`` (default: the
-        kind) and the allowed names (sorted, whatever the order of :meth:`names`) otherwise."""
+        kind) and the allowed names (sorted, whatever the order of :meth:`names`) otherwise,
+        with the closest name when one is close (``asymgrpo``: ``did you mean 'asym_grpo'?``,
+        :func:`close_name`)."""
         try:
             return self._entries[name]
         except (KeyError, TypeError):
             raise ValueError(f"{arg or self.kind}: unknown {self.kind} {name!r}; "
-                             f"allowed: {', '.join(sorted(self._entries)) or 'none registered'}") from None
+                             f"allowed: {', '.join(sorted(self._entries)) or 'none registered'}"
+                             f"{did_you_mean(name, self._entries)}") from None
 
     def names(self) -> list[str]:
         """The registered names (sorted, or in registration order)."""

@@ -8,8 +8,14 @@ What every command line of the toolkit does the same way:
 * **dispatch**: each subcommand's parser sets ``func(args)``; it returns an exit status
   (``int``/``None``) or the text to print (``str``);
 * **errors**: a ``ValueError`` from the checks prints ``PROG: error: MESSAGE`` and exits with
-  status 2; a message that starts with a setting's name (``group_size must be ...``) is shown
-  with the flag as the user typed it (``--group-size must be ...``);
+  status 2, with the library's Python names shown as the user typed them (:func:`error_message`):
+  ``group_size must be ...`` → ``--group-size must be ...``, ``checkpoints[0]: ...`` → ``RL 1: ...``,
+  ``run_dir must hold ...`` → ``--series must hold ...``, ``pass format=... (--format)`` →
+  ``pass --format``;
+* **close names**: an invalid choice or subcommand (also a typo of a subcommand that would
+  otherwise be read as the default command's input) ends with ``did you mean 'masses'?``, as do
+  unknown registry names (:meth:`rlvr_plumbing.registry.Registry.get`) and
+  ``must be one of A, B, got 'x'`` messages;
 * **the system refusing** a write (disk full, read-only file system, no permission; also on
   standard output, e.g. ``> /dev/full``) prints one line saying what happened and where, and
   exits with status 1 (the writers of :mod:`rlvr_plumbing.io` leave nothing under a final name);
@@ -58,6 +64,8 @@ import typing
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .registry import close_name, did_you_mean
+
 __all__ = [
     "run", "console", "error_message", "os_error_message", "add_param_option", "parse_params", "add_threads_option",
     "default_threads", "apply_threads", "add_overwrite_option", "add_run_options", "add_settings", "given_settings",
@@ -86,15 +94,136 @@ def _flag_names(parser: argparse.ArgumentParser, out: dict[str, str] | None = No
     return out
 
 
-def error_message(err: BaseException, parser: argparse.ArgumentParser | None = None) -> str:
-    """The message of ``err`` with a leading setting name replaced by its flag."""
+def _chosen_parsers(parser: argparse.ArgumentParser, args: argparse.Namespace | None) -> list[argparse.ArgumentParser]:
+    """The parser and the subcommand parsers ``args`` chose, outermost first."""
+    chain = [parser]
+    while args is not None:
+        sub = next((a for a in chain[-1]._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = None if sub is None else sub.choices.get(getattr(args, sub.dest, None) or "")
+        if chosen is None:
+            break
+        chain.append(chosen)
+    return chain
+
+
+def _all_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    out = [parser]
+    for act in parser._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            for sub in act.choices.values():
+                out += [p for p in _all_parsers(sub) if all(p is not q for q in out)]
+    return out
+
+
+def _shown(act: argparse.Action) -> str:
+    """How the user sees an argument: ``--group-size`` (an option), ``RL`` (a positional's metavar)."""
+    if act.option_strings:
+        if act.dest == "param" and "--param" in act.option_strings:  # never its deprecated aliases
+            return "--param"
+        return next((o for o in act.option_strings if o.startswith("--")), act.option_strings[0])
+    metavar = act.metavar if isinstance(act.metavar, str) else None
+    return metavar or act.dest
+
+
+def _name_map(parser: argparse.ArgumentParser,
+              args: argparse.Namespace | None) -> dict[str, tuple[argparse.Action, str]]:
+    """Python name → (its argument, how the user sees it): the chosen subcommand's first, then
+    the options of the rest of the tree.
+
+    A name is an argument's ``dest``, the spelling of an option (``log_kl`` for ``--no-log-kl``),
+    a metavar with an underscore (``run_dir`` for ``--series RUN_DIR``) or a word of a
+    positional's metavar (``base``, ``rl`` for ``BASE RL``)."""
+    out: dict[str, tuple[argparse.Action, str]] = {}
+    chosen = _chosen_parsers(parser, args)
+    others = [p for p in _all_parsers(parser) if all(p is not q for q in chosen)]
+    for group, positionals in ((chosen, True), (others, False)):  # another subcommand's positional: not typed
+        acts = [a for p in group for a in p._actions
+                if not isinstance(a, (argparse._SubParsersAction, argparse._HelpAction))
+                and a.dest not in (None, argparse.SUPPRESS) and (positionals or a.option_strings)]
+        for act in acts:
+            out.setdefault(act.dest, (act, _shown(act)))
+            if act.option_strings:
+                out.setdefault(_shown(act).lstrip("-").replace("-", "_"), (act, _shown(act)))
+        for act in acts:
+            metavar = act.metavar if isinstance(act.metavar, str) else ""
+            for word in (metavar.split() if not act.option_strings else [metavar]):
+                key = word.lower()
+                if key.isidentifier() and ("_" in key or not act.option_strings):
+                    out.setdefault(key, (act, word if not act.option_strings else _shown(act)))
+    return out
+
+
+def _from_values(msg: str, parser: argparse.ArgumentParser, args: argparse.Namespace | None) -> str | None:
+    """The option of the chosen subcommand whose value is a path quoted in ``msg``, or a folder
+    of one (``--series RUN_DIR`` for ``'RUN_DIR/checkpoint-10'``)."""
+    if args is None:
+        return None
+    quoted = re.findall(r"'([^']+)'", msg)
+    for p in _chosen_parsers(parser, args):
+        for act in p._actions:
+            if not act.option_strings:
+                continue
+            value = getattr(args, act.dest, None)
+            values = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+            for v in (str(x) for x in values if isinstance(x, (str, os.PathLike))):
+                folder = v.rstrip("/" + os.sep) + os.sep
+                if any(q == v or q.startswith(folder) for q in quoted):
+                    return _shown(act)
+    return None
+
+
+def error_message(err: BaseException, parser: argparse.ArgumentParser | None = None,
+                  args: argparse.Namespace | None = None) -> str:
+    """The message of ``err`` with the library's Python names shown as the user typed them.
+
+    With the command's ``parser`` (and the parsed ``args``, for the chosen subcommand first):
+
+    * a leading argument name: ``group_size must be ...`` → ``--group-size must be ...``,
+      ``base: ...`` → ``BASE: ...``, ``run_dir must hold ...`` → ``--series must hold ...``;
+    * an indexed name anywhere: ``checkpoints[1]: ...`` → ``RL 2: ...`` (a positional, counted
+      from 1), or the option whose value is the path the message quotes (``--series``);
+    * ``pass NAME=VALUE (--flag)`` → ``pass --flag VALUE`` (``--flag`` alone for ``...``/``True``);
+    * ``must be one of A, B, got 'x'`` gains ``; did you mean 'A'?`` when a name is close.
+
+    Python callers of the library keep its own wording; names the command does not know stay.
+    """
     msg = str(err)
     if parser is None:
         return msg
-    flags = _flag_names(parser)
+    names = _name_map(parser, args)
+
+    def indexed(m: re.Match) -> str:
+        name, i = m.group(1), int(m.group(2))
+        chosen = {id(a) for p in _chosen_parsers(parser, args) for a in p._actions}
+        act, shown = names.get(name, (None, m.group(0)))
+        if act is not None and id(act) in chosen and not act.option_strings:
+            typed = getattr(args, act.dest, None) if args is not None else None
+            if isinstance(typed, list) and i < len(typed):
+                return f"{shown} {i + 1}"
+        by_value = _from_values(msg[m.end():], parser, args)
+        return shown if by_value is None else by_value
+
+    msg = re.sub(r"(?<![\w.\-'\"])([A-Za-z_][A-Za-z0-9_]*)\[(\d+)\]", indexed, msg)
     m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(?=[ :=\[])", msg)
-    if m and m.group(1) in flags:
-        msg = flags[m.group(1)] + msg[m.end():]
+    if m and m.group(1) in names:
+        act, shown = names[m.group(1)]
+        if act.option_strings and act.dest not in {a.dest for p in _chosen_parsers(parser, args) for a in p._actions}:
+            shown = _from_values(msg, parser, args) or shown
+        msg = shown + msg[m.end():]
+
+    def passed(m: re.Match) -> str:
+        name, value, flag = m.group(1), m.group(2), m.group(3)
+        if flag is None:
+            act, flag = names.get(name, (None, ""))
+            if act is None or not act.option_strings:
+                return m.group(0)
+        return f"pass {flag}" + ("" if value in ("", "...", "True") else f" {value}")
+
+    msg = re.sub(r"\bpass ([A-Za-z_][A-Za-z0-9_]*)=([^\s;,()]*)(?: \((--[A-Za-z0-9][A-Za-z0-9-]*)\))?", passed, msg)
+    if "did you mean" not in msg:
+        m = re.search(r"must be one of (.+?)[;,] got '([^']*)'", msg)
+        if m:
+            msg += did_you_mean(m.group(2), [n.strip().strip("'\"") for n in m.group(1).split(",")])
     return msg
 
 
@@ -111,6 +240,33 @@ def _accept_negative_numbers(parser: argparse.ArgumentParser) -> None:
         if isinstance(act, argparse._SubParsersAction):
             for sub in act.choices.values():
                 _accept_negative_numbers(sub)
+
+
+def _suggest_choices(parser: argparse.ArgumentParser) -> None:
+    """An invalid choice (a subcommand, ``--preset``, ``--format``) gains ``; did you mean 'x'?``
+    when a choice is close (argparse has it from Python 3.14 only), in the parser and its
+    subparsers; an invalid subcommand reads ``invalid command: 'mases' (choose from ...)``."""
+    check = parser._check_value  # argparse has no public hook for it
+
+    def check_value(action: argparse.Action, value: Any) -> None:
+        try:
+            check(action, value)
+        except argparse.ArgumentError as err:
+            if action.choices is None or value in action.choices:
+                raise
+            hint = did_you_mean(value, [c for c in action.choices if isinstance(c, str)])
+            if isinstance(action, argparse._SubParsersAction):
+                choices = ", ".join(map(repr, action.choices))
+                raise argparse.ArgumentError(None, f"invalid command: {value!r} (choose from {choices}){hint}") from None
+            if not hint:
+                raise
+            raise argparse.ArgumentError(action, err.message + hint) from None
+
+    parser._check_value = check_value  # type: ignore[method-assign]
+    for act in parser._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            for sub in act.choices.values():
+                _suggest_choices(sub)
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
@@ -130,8 +286,18 @@ def run(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
     parser = build_parser()
     _accept_negative_numbers(parser)
     argv = list(sys.argv[1:] if argv is None else argv)
+    _suggest_choices(parser)
     if default_command and argv and argv[0] not in _subcommands(parser) and argv[0] not in ("-h", "--help"):
+        # a typo of a subcommand ('weigths') that names no file: not an input of the default one
+        hit = None if argv[0].startswith("-") or os.path.exists(argv[0]) else close_name(argv[0], _subcommands(parser))
+        if hit is not None:
+            parser.print_usage(sys.stderr)
+            choices = ", ".join(map(repr, sorted(_subcommands(parser))))
+            print(f"{prog}: error: invalid command: {argv[0]!r} (choose from {choices}); did you mean {hit!r}?",
+                  file=sys.stderr)
+            return EXIT_USAGE
         argv.insert(0, default_command)
+    args = None
     try:
         try:
             args = parser.parse_args(argv)
@@ -150,7 +316,7 @@ def run(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
         sys.stdout.flush()
         return int(result or 0)
     except ValueError as err:
-        print(f"{prog}: error: {error_message(err, parser)}", file=sys.stderr)
+        print(f"{prog}: error: {error_message(err, parser, args)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt as err:
         detail = str(err)  # what the command did not write, when it says

@@ -86,18 +86,21 @@ from rlvr_theory import advantages as _adv
 from rlvr_theory import categorical as _cat
 from rlvr_theory import entropy as _ent
 
-from .calibration import CALIBRATION_FIELDS, check_calibration, memory_lr_field, mu_field
+from . import categorical_settings as _fields
+from .calibration import CALIBRATION_FIELDS, check_calibration
+from .categorical_settings import OPTIMIZERS, PRESETS, SURROGATES, add_parser
 from .runs import check_out, command_settings, diverged, write_run
 
 __all__ = ["Config", "PRESETS", "preset", "initial_logits", "sample_counts", "outcome_advantages",
            "simulate", "describe", "INDEX_MAX", "EXECUTIONS", "NUMBA", "sampler",
            "add_parser"]
 
-SURROGATES = ("logprob", "prob", "trpo")
+# SURROGATES and OPTIMIZERS (the choices of Config.surrogate / optimizer), PRESETS (the named sweeps of
+# :func:`preset`) and add_parser are defined in simulations.categorical_settings: `rlvr-sim --help` loads no torch
+
 #: the largest index the engine's int64 tensors can hold: group sizes ``N <= INDEX_MAX - 1``
 #: (draw indices ``0..N``); larger actions, steps or seed counts are refused by the memory check
 INDEX_MAX = 2 ** 63 - 1
-OPTIMIZERS = ("sgd", "adam")
 #: how :func:`simulate` advances the configurations: ``"blocks"`` (one group size ``N`` at a
 #: time, each block through all its steps), ``"batched"`` (every configuration at once),
 #: ``"auto"`` (batched on CUDA, blocks elsewhere)
@@ -173,8 +176,8 @@ class Config:
     logits: tuple[float, ...] | None = None
     record_probs: bool = False
     rewards: tuple[float, ...] | None = None
-    mu: float = mu_field("per-action memory logits φ", sample="softmax(z/T − μ·φ)")
-    memory_lr: float | None = memory_lr_field("memory logits")
+    mu: float = _fields.mu()
+    memory_lr: float | None = _fields.memory_lr()
 
     def validate(self) -> Config:
         """Raise ``ValueError`` naming the first bad field and its allowed values.
@@ -268,14 +271,6 @@ class Config:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
-
-PRESETS: dict[str, dict[str, Any]] = {
-    # F-GRPO App. J / Fig. 4: 17 N x 2 gamma x 4 seeds x 1,000 steps x 128,000 actions
-    "fgrpo-fig4": {},
-    # same shape, three N (one per regime), one seed, fewer steps: the regression/CI preset
-    "fgrpo-fig4-small": {"N": (4, 1024, 131_072), "seeds": (0,), "steps": 600, "record_every": 10},
-}
 
 
 def preset(name: str, **overrides: Any) -> Config:
@@ -1161,22 +1156,3 @@ def _run_cli(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}/trajectory.csv, final.csv, config.json ({len(final)} configurations, "
               f"{wall:.1f} s on {dev})")
     return 0
-
-
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``categorical`` to ``rlvr-sim`` (:mod:`simulations.cli`)."""
-    ap = subparsers.add_parser("categorical", help="softmax policy over K actions with group sampling (F-GRPO App. J)",
-                               description="Batched softmax policy over K actions trained with group sampling.")
-    ap.add_argument("--preset", default="fgrpo-fig4", help=f"one of {', '.join(PRESETS)} [fgrpo-fig4]")
-    ap.add_argument("--steps", type=int, help="training steps (default: the preset's)")
-    ap.add_argument("--N", type=int, nargs="+", help="group sizes")
-    ap.add_argument("--gamma", type=float, nargs="+", help="focal exponents")
-    ap.add_argument("--seeds", type=int, help="number of seeds (0..S-1)")
-    ap.add_argument("--surrogate", choices=SURROGATES)
-    ap.add_argument("--optimizer", choices=OPTIMIZERS)
-    ap.add_argument("--advantage", help="registry name (default dr_grpo)")
-    runner.add_param_option(ap)
-    runner.add_settings(ap, Config, only=_SETTINGS)
-    runner.add_run_options(ap, device="auto", all_cores=True)
-    ap.set_defaults(func=_run_cli)
-    return ap

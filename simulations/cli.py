@@ -42,7 +42,9 @@ from .runs import MARKERS, check_out, command_settings, diverged, write_run
 
 __all__ = ["main", "main_exit", "build_parser", "write_run", "command_settings", "check_out", "diverged", "MARKERS"]
 
-_MODULES = ("simulations.categorical", "simulations.linear_head", "simulations.toys")
+#: the modules whose ``add_parser`` builds a subcommand; none imports torch or pandas (``rlvr-sim --help``):
+#: the categorical simulator's parser lives in :mod:`simulations.categorical_settings`
+_MODULES = ("simulations.categorical_settings", "simulations.linear_head", "simulations.toys")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -53,12 +53,10 @@ import argparse
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from analysis import spectra
 from rlvr_plumbing import checks, runner, serialize
 from rlvr_theory import advantages as _adv
 from rlvr_theory import schedules as _sched
@@ -67,6 +65,9 @@ from rlvr_theory.sharpening import SIAMESE_VARIANTS, TOY_EMBEDDINGS
 
 from .calibration import check_calibration, memory_lr_field, mu_field
 from .runs import check_out, command_settings, diverged, write_run
+
+if TYPE_CHECKING:  # imported where used: `rlvr-sim --help` loads no pandas or torch
+    import pandas as pd
 
 __all__ = [
     "TOY_LABELS",
@@ -115,6 +116,8 @@ def _spectrum(dW: np.ndarray, step: int, lr: float, where: str) -> dict[str, Any
     """:func:`analysis.spectra.summary` of a head update (NaN metrics and norm 0 for a zero update,
     which has no direction); one too large for float64 (its norm
     overflows) or not finite is a diverged run (:func:`simulations.runs.diverged`)."""
+    from analysis import spectra
+
     if not np.any(dW) and np.isfinite(dW).all():  # no update yet (e.g. every advantage 0): no direction
         return {"rank1_fraction": np.nan, "s1_s2": np.nan, "stable_rank": np.nan, "fro_norm": 0.0}
     try:
@@ -495,6 +498,8 @@ def simulate_toy(settings: ToySettings | None = None, /, *, progress: bool = Fal
     2     2  0.332      0.658  0.377      0.588
     3     3  0.396      0.593  0.460      0.502
     """
+    import pandas as pd
+
     s = _settings(ToySettings, settings, kw).check()  # before any work
     Gs, sims, seed_list, params = s.G, s.similarity, s.seeds, s.advantage_params
     steps, lr, log_every, optimizer, reduction = s.steps, s.lr, s.log_every, s.optimizer, s.reduction
@@ -821,6 +826,10 @@ def simulate_population(settings: PopulationSettings | None = None, /, *, progre
         those of a run without them, bit for bit.
         ``final.attrs["weights"]``: ``{K: (W0, W)}``, ``W`` of shape (seeds, V, d).
     """
+    import pandas as pd
+
+    from analysis import spectra
+
     s = _settings(PopulationSettings, settings, kw).check()  # before any work
     M, Ks, G, seed_list, params = s.M, s.K, s.G, s.seeds, s.advantage_params
     steps, lr, log_every, optimizer, reduction = s.steps, s.lr, s.log_every, s.optimizer, s.reduction

@@ -46,16 +46,19 @@ import math
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from rlvr_plumbing import checks, runner
 from rlvr_plumbing.runtime import resolve_device
 
-from . import categorical as sc
 from .runs import check_out, command_settings, write_run
+
+if TYPE_CHECKING:  # imported where used: `rlvr-sim --help` loads no pandas or torch
+    import pandas as pd
+
+    from . import categorical as sc
 
 __all__ = ["Setting", "Toy", "TOYS", "toy", "configs", "check_size", "run", "stages",
            "behaviour_step", "add_parser"]
@@ -131,6 +134,8 @@ class Setting:
 
     def config(self, steps: int, seeds: int, record_every: int) -> sc.Config:
         """The engine :class:`~simulations.categorical.Config` of this setting."""
+        from . import categorical as sc
+
         self.validate()
         steps, seeds, record_every = (checks.integer(name, v, low=1) for name, v in
                                       (("steps", steps), ("seeds", seeds), ("record_every", record_every)))
@@ -384,6 +389,10 @@ def run(name: str, *, device: str = "cpu", progress: bool = False, threads: int 
     0     0    0.011    0.983      40     90.0       True
     1     1    0.019    0.978      45     85.0       True
     """
+    import pandas as pd
+
+    from . import categorical as sc
+
     r = ToyRun(name, **kw).check(device)  # before any work
     t = toy(name)
     pairs = r.configs()
@@ -478,10 +487,13 @@ def behaviour_step(name: str = "agrae-cneg", *, seeds: int = 64, device: str = "
         count, case`` (:func:`rlvr_theory.categorical.behaviour_cases`), ``C`` (the group's
         advantage sum), ``dh_measured``, ``dh_theorem``.
     """
+    import pandas as pd
     import torch
 
     from rlvr_theory import advantages as adv_reg
     from rlvr_theory import categorical as cat
+
+    from . import categorical as sc
 
     seeds = checks.integer("seeds", seeds, low=1)
     frames = []

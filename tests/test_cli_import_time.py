@@ -30,14 +30,6 @@ HEAVY = ("sympy", "torch", "matplotlib", "scipy", "pandas")
 _SLACK = 3.0
 HELP_S, MASSES_S = 0.5, 1.0
 
-#: console scripts whose --help still imports a heavy stack: the module that imports it at module
-#: level is outside the scope of the change that made the others lazy (see docs/performance.md)
-_NOT_YET = {
-    "rlvr-sim": "simulations.categorical / linear_head import torch and pandas at module level (add_parser lives there)",
-    "rlvr-train": "simulations.grpo.config imports analysis.guardrails (pandas, scipy) and losses (torch)",
-    "rlvr-figures": "figures.registry imports pandas at module level",
-}
-
 #: runs ``main_exit`` of MODULE:ATTR with the remaining arguments, then writes the heavy packages
 #: loaded to stderr as one JSON line (stdout is the command's own output)
 _PROBE = f"HEAVY = {HEAVY!r}\n" + """
@@ -69,10 +61,7 @@ def test_every_console_script_is_covered():
     assert set(SCRIPTS) == {"rlvr-theory", "rlvr-diff", "rlvr-audit", "rlvr-sim", "rlvr-train", "rlvr-figures"}
 
 
-@pytest.mark.parametrize("script", [
-    pytest.param(name, marks=[pytest.mark.slow, pytest.mark.xfail(strict=True, reason=_NOT_YET[name])])
-    if name in _NOT_YET else name
-    for name in sorted(SCRIPTS)])
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_help_imports_no_heavy_stack(script):
     result, wall, out = _probe(script, "--help")
     print(f"{script} --help: {wall:.2f} s (target {HELP_S} s), heavy modules: {result['heavy'] or 'none'}")

@@ -573,11 +573,11 @@ def detect_metric_format(files: Any, *, arg: str = "metrics") -> str:
         if f is None:
             raise ValueError(f"{arg}: cannot tell the metric-log format of {t!r} (none of "
                              f"{', '.join(METRIC_FORMATS)} matches its name and first record); "
-                             "pass format=...")
+                             "pass format=... (--metric-format)")
         by_format.setdefault(f, []).append(t)
     if len(by_format) > 1:
         raise ValueError(f"{arg}: the metric logs mix formats: {_listing(by_format)}; read one run at a time, "
-                         "or pass format=...")
+                         "or pass format=... (--metric-format)")
     return next(iter(by_format))
 
 

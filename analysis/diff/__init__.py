@@ -19,6 +19,10 @@ One module per job:
 - :mod:`~analysis.diff.head`: the head's leading singular vector ``u`` and its top tokens;
 - :mod:`~analysis.diff.align`: alignment across checkpoints, pairwise cosines, clustering;
 - :mod:`~analysis.diff.settings`: accepted values, thresholds, phases (constants);
+- :mod:`~analysis.diff.geometry_pass`: ``--geometry``, :mod:`analysis.geometry` of each matrix in the
+  tensor pass, aggregated per run and per block;
+- :mod:`~analysis.diff.dynamics`: a series' change density and linearity in the step, and the
+  Jaccard of update masks across runs;
 - :mod:`~analysis.diff.reconstruct`: checkpoints that test the claims, rank-k parts of ``ΔW`` and
   series extrapolated in the step (``rlvr-diff reconstruct``; imported as a module, its functions
   ``reconstruct`` / ``extrapolate`` are not re-exported here so that the module name stays free);

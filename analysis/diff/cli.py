@@ -20,7 +20,10 @@ factors by :mod:`analysis.diff.lora`) writes ``DIR/report.md``, ``report.html`` 
 RUN_DIR`` adds the checkpoints of a run in step order (after any RL given): TRL's
 ``checkpoint-N`` and verl's ``global_step_N/actor/huggingface`` (a verl FSDP shard directory is
 refused with the command that merges it); the cross-checkpoint alignment is taken against the
-last one.  ``--cast bf16|fp16|fp32`` rounds both sides to one precision before the difference
+last one.  ``--series RUN_DIR`` alone (no RL given) also measures the series dynamics (share of
+bit-identical stored entries between consecutive checkpoints, linearity R² in the step); two or
+more RL checkpoints get the Jaccard of their update masks (``report.json`` ``dynamics``, the
+report's "Dynamics" section; :mod:`analysis.diff.dynamics`).  ``--cast bf16|fp16|fp32`` rounds both sides to one precision before the difference
 (a pair whose dtypes differ is otherwise flagged with its rounding floor).  An adapter whose
 ``base_model_name_or_path`` names another base than ``BASE`` is refused unless
 ``--allow-other-base`` (then recorded ``"base_identity": "other (allowed)"``; see
@@ -93,7 +96,8 @@ def _add_weights(sub: Any) -> None:
     ap.add_argument("--full-spectrum", action="store_true", help="all singular values of every weight")
     ap.add_argument("--series", metavar="RUN_DIR",
                     help="add the checkpoints of a run in step order (TRL checkpoint-N, verl "
-                         "global_step_N/actor/huggingface)")
+                         "global_step_N/actor/huggingface); alone (no RL given) it also measures the series "
+                         "dynamics: bit-identical share between consecutive checkpoints, linearity R² in the step")
     ap.add_argument("--cast", choices=("bf16", "fp16", "fp32"), default=None,
                     help="round both sides to this precision before the difference (default: as stored; "
                          "differing dtypes are flagged with their rounding floor)")
@@ -245,10 +249,11 @@ def _run_weights(args: argparse.Namespace) -> int:
     if not cks:
         raise ValueError("checkpoints: give at least one RL checkpoint directory or --series RUN_DIR")
     workers = runner.default_threads(all_cores=True) if args.threads is None else args.threads
+    dynamics = "series" if args.series and not args.checkpoints and len(cks) >= 2 else "auto"
     doc = checkpoint_diff.diff(args.base, cks, device=args.device, top_k=args.top_k, layers=args.layers,
                                tokenizer=args.tokenizer, full_spectrum=args.full_spectrum, progress=not args.quiet,
                                cast=args.cast, workers=workers, allow_other_base=args.allow_other_base,
-                               geometry=args.geometry)
+                               geometry=args.geometry, dynamics=dynamics)
     doc["run"]["settings"] = _settings(args)
     out = report.write_report(doc, args.out, overwrite=args.overwrite)
     if args.json:
@@ -274,7 +279,28 @@ def _run_weights(args: argparse.Namespace) -> int:
             if c.get("dtype_differs") and c.get("rounding_floor"):
                 print(f"  dtypes differ: base {doc['base_dtype']}, checkpoint {c['dtype']}; rounding floor "
                       f"‖ΔW‖ = {_fmt(c['rounding_floor']['l2'])} (use --cast to diff at one precision)")
+        if doc.get("dynamics"):
+            _print_dynamics(doc["dynamics"])
     return 0
+
+
+def _print_dynamics(d: dict[str, Any]) -> None:
+    """One summary line of the dynamics: the series' bit-identical share and linearity, or the
+    runs' mask Jaccard per pair beside the random baseline."""
+    def pct(x: Any) -> str:
+        return "—" if x is None else _fmt(100 * x) + "%"
+
+    if d["kind"] == "series":
+        lin = d.get("linearity") or {}
+        tail = "" if not lin else (f"; linearity in the step: median R² {_fmt(lin.get('median_r2'))}, pooled "
+                                   f"{_fmt(lin.get('pooled_r2'))} (random walk: median "
+                                   f"{_fmt(lin['random_walk'].get('median_r2'))})")
+        print(f"dynamics: {pct(d['change']['identical_share'])} of stored entries bit-identical between consecutive "
+              f"checkpoints{tail}")
+    else:
+        for p in d["pairs"]:
+            print(f"dynamics: update masks (top {_fmt(100 * d['settings']['mask_fraction'])}% |ΔW|) of runs {p['a']} "
+                  f"and {p['b']}: Jaccard {_fmt(p['jaccard'])}, random {_fmt(p['baseline'])}")
 
 
 def _print_geometry(g: dict[str, Any]) -> None:

@@ -24,6 +24,8 @@ from rlvr_plumbing.runtime import resolve_device, run_metadata
 
 from ..checkpoints import Checkpoint, TensorPair, open_checkpoint, pair_tensors, tokenizer_size
 from .align import _alignment, _clustering
+from .dynamics import _check as _check_dynamics
+from .dynamics import plan as plan_dynamics
 from .geometry_pass import ADAPTER_REFUSAL
 from .geometry_pass import finish as geometry_finish
 from .head import N_TOP_TOKENS, _check_tokenizer, _open_tokenizer, _top_tokens, u_statistics
@@ -42,7 +44,7 @@ __all__ = ["diff", "to_frame"]
 def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: int = 64,
          layers: str = "all", tokenizer: str | None = None, full_spectrum: bool = False,
          progress: bool = True, cast: str | None = None, workers: int | None = None,
-         allow_other_base: bool = False, geometry: bool = False) -> dict:
+         allow_other_base: bool = False, geometry: bool = False, dynamics: str | None = "auto") -> dict:
     """Compare RL checkpoints with their base checkpoint; return the ``report.json`` document.
 
     Parameters
@@ -94,6 +96,17 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         aggregate, per block, and the ULP histogram of ``ΔW`` in the base's dtype) and
         ``timings_s["geometry"]``.  Dense checkpoints only: refused with a LoRA adapter.  Off
         (default): the document has no ``"geometry"`` key and nothing else changes.
+    dynamics : "auto", "series", "runs" or None
+        How the checkpoints move relative to each other (:mod:`analysis.diff.dynamics`; the
+        document gains ``"dynamics"``, ``settings["dynamics"]``; its time counts in ``timings_s["cross"]``).
+        ``"series"``: ``checkpoints`` are one training run in step order (``rlvr-diff --series``):
+        the share of bit-identical stored entries between consecutive checkpoints, per tensor and
+        overall, and the linearity R² of a fixed-seed sample of entries against the step (steps
+        from the names ``checkpoint-N`` / ``global_step_N``, else the position).  ``"runs"``:
+        independent runs of one base: the Jaccard of their top-``q`` update masks per pair against
+        the random baseline.  ``"auto"`` (default): ``"runs"`` with two or more full checkpoints,
+        off with one checkpoint or with LoRA adapters.  ``None``: off.  Both need two or more full
+        checkpoints.
 
     Returns
     -------
@@ -149,9 +162,12 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         raise ValueError(f"geometry must be True or False, got {geometry!r}")
     if geometry and any(_is_adapter(p) for p in paths):
         raise ValueError(ADAPTER_REFUSAL)
+    _check_dynamics(dynamics)
+    dyn = plan_dynamics(dynamics, paths, any(_is_adapter(p) for p in paths))
     dev = resolve_device(device)
     run = DiffRun(dev, _Ops(dev, cast), workers=workers, top_k=top_k, layers=layers,
-                  full_spectrum=full_spectrum, cast=cast, vectors=len(paths) >= 2, geometry=geometry)
+                  full_spectrum=full_spectrum, cast=cast, vectors=len(paths) >= 2, geometry=geometry,
+                  dynamics=dyn)
     b = open_checkpoint(base, "base")
     adapters = _open_adapters(b, paths, cast, allow_other_base, base)   # LoRA adapter directories (all or none)
     cks = adapters or [open_checkpoint(p, f"checkpoints[{i}]") for i, p in enumerate(paths)]
@@ -187,13 +203,17 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
     if geometry:
         doc["settings"]["geometry"] = True
         doc["geometry"] = geometry_finish(tallies, b.num_layers)
+    if dyn is not None:
+        doc["settings"]["dynamics"] = dyn.kind
+        doc["dynamics"] = dyn.finish()
     run.timings["finish"] += time.perf_counter() - tfin
     doc["timings_s"] = dict(run.timings)
     doc["timing_s"] = time.perf_counter() - t0
     doc["run"] = run_metadata({"base": str(base), "checkpoints": paths, "device": str(device), "top_k": top_k,
                                "layers": layers, "tokenizer": None if tokenizer is None else str(tokenizer),
                                "full_spectrum": bool(full_spectrum), "cast": cast,
-                               "allow_other_base": allow_other_base, **({"geometry": True} if geometry else {})},
+                               "allow_other_base": allow_other_base, **({"geometry": True} if geometry else {}),
+                               **({"dynamics": dyn.kind} if dyn is not None else {})},
                               seed=None,
                               device=doc["device"])
     return doc

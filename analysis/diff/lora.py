@@ -43,17 +43,19 @@ weight, a rank that contradicts ``r`` / ``rank_pattern``); a weights file that i
 
 Base identity (:func:`base_identity`): an adapter of the right shapes may still have been trained
 on another checkpoint of the same architecture, and every number that involves ``W`` is then
-wrong (``modules_to_save`` and DoRA updates, relative norms, the head share). The adapter's ``base_model_name_or_path`` is compared with the base given:
-an existing local directory must be the base (same resolved path, or a copy: the same
-``config.json``, weight files of the same names and sizes, and the same safetensors headers and
-first 4 KiB of every tensor, since two checkpoints of the same shapes have equal sizes); a hub id
-(``Qwen/Qwen2.5-7B``) must match the base's ``config.json`` ``_name_or_path`` or the base
-directory's name (its last one or two path components, a hub cache's ``models--Org--Name``;
-case-insensitive). A different directory, or a base whose ``_name_or_path`` is another hub id, is
-refused unless ``allow_other_base`` (recorded ``"other (allowed)"``); when nothing decides (no
-``base_model_name_or_path``, a base with no matching name and no ``_name_or_path``, a path that
-does not exist here) the adapter is read and the identity recorded ``"unverified"`` with both
-names.
+wrong (``modules_to_save`` and DoRA updates, relative norms, the head share). The adapter's
+``base_model_name_or_path`` is compared with the base given: an existing local directory must be
+the base (same resolved path) or a copy of it by :func:`base_fingerprint` (``config.json`` but for
+the keys of saving, every tensor's name and shape, float64 checksums of the embedding, an untied
+head and the first targeted weight, and of the first row of every other tensor: independent of
+the shard layout and of a lossless dtype); a hub id (``Qwen/Qwen2.5-7B``) must match the base's
+``config.json`` ``_name_or_path`` or the base directory's name (its last one or two path
+components, a hub cache's ``models--Org--Name``; case-insensitive). A different directory, or a
+base whose ``_name_or_path`` is another hub id, is refused unless ``allow_other_base`` (recorded
+``"other (allowed)"``); when nothing decides (no ``base_model_name_or_path``, a recorded folder
+that is not here (even if its name matches the base's) or holds no readable checkpoint, a hub id
+that matches no name of the base) the adapter is read, the identity recorded ``"unverified"``
+with both names, and a :class:`BaseIdentityWarning` issued.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +87,8 @@ from .run import DiffRun, _Tally
 from .settings import TOLERANCES, _finite
 
 __all__ = ["ADAPTER_CONFIG", "ADAPTER_WEIGHTS", "REFUSED_SETTINGS", "LowRankDelta", "Adapter", "is_adapter_dir",
-           "open_adapter", "base_identity", "name_matches", "pattern_value", "low_rank_spectrum", "low_rank_counts", "low_rank_inner", "stored_norm",
+           "open_adapter", "base_identity", "base_fingerprint", "BaseIdentityWarning", "name_matches", "pattern_value",
+           "low_rank_spectrum", "low_rank_counts", "low_rank_inner", "stored_norm",
            "dora_delta"]
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -303,9 +307,13 @@ def _module_of(key: str, suffixes: Sequence[str]) -> str | None:
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9_.-]+)?$")
-#: what a weights file of a checkpoint directory is called (compared by name and size)
-_SAMPLE = 4096          # bytes of every tensor compared when a directory may be a copy of the base
-_WEIGHT_FILE = re.compile(r".*\.safetensors$|^model\.safetensors\.index\.json$")
+#: config.json keys that say how a checkpoint was saved, not what it computes (left out of the fingerprint)
+_SAVE_KEYS = ("_name_or_path", "transformers_version", "torch_dtype", "dtype")
+_SUM_ELEMS = 1 << 22    # entries widened to float64 at a time by a checksum
+
+
+class BaseIdentityWarning(UserWarning):
+    """An adapter's base could not be verified: read against the base given, with a note."""
 
 
 def _is_hub_id(name: str) -> bool:
@@ -349,64 +357,82 @@ def name_matches(named: str, other: str, *, both_ids: bool = False) -> bool:
     return a[-1] == b[-1]
 
 
-def _weight_files(d: Path) -> dict[str, int]:
-    try:
-        return {x.name: x.stat().st_size for x in d.iterdir() if x.is_file() and _WEIGHT_FILE.match(x.name)}
-    except OSError:
-        return {}
+def _checksum(ck: Checkpoint, name: str, stop: int | None = None) -> list[float]:
+    """``[Σ x, Σ x·w]`` (float64) over the entries of tensor ``name`` of ``ck`` (rows ``:stop``),
+    ``w_i = 1 + (i mod 97)/97`` of the flat index (the second sum changes when entries move).
+    The values as stored, widened exactly: a copy re-saved in a wider dtype or another shard layout
+    sums the same, bit for bit (the same chunks in the same order)."""
+    shape = ck.info(name).shape
+    rows = (shape[0] if shape else 1) if stop is None else min(stop, shape[0] if shape else 1)
+    per_row = max(1, math.prod(shape[1:])) if shape else 1
+    step = max(1, _SUM_ELEMS // per_row)
+    s = sw = 0.0
+    i0 = 0
+    for a in range(0, rows, step):
+        t = ck.read(name, a, min(rows, a + step)) if shape else ck.read(name)
+        x = _float64(t).reshape(-1)
+        w = 1.0 + ((np.arange(i0, i0 + x.size) % 97) / 97.0)
+        s += float(np.sum(x))
+        sw += float(np.dot(x, w))
+        i0 += x.size
+    return [s, sw]
 
 
-def _weights_digest(d: Path, files: dict[str, int]) -> str | None:
-    """A digest of the safetensors headers of ``d`` and the first :data:`_SAMPLE` bytes of every
-    tensor (two checkpoints of the same shapes have the same names and sizes: their bytes
-    differ); ``None`` when a file cannot be read."""
-    import hashlib
-    import struct
+def base_fingerprint(ck: Checkpoint, targets: Sequence[str] = ()) -> dict[str, Any]:
+    """What identifies a base checkpoint for an adapter, independent of how it was saved.
 
-    h = hashlib.sha256()
-    try:
-        for name in sorted(files):
-            with open(d / name, "rb") as fh:
-                if not name.endswith(".safetensors"):
-                    h.update(fh.read())
-                    continue
-                head = fh.read(8)
-                n = struct.unpack("<Q", head)[0]
-                raw = fh.read(n)
-                h.update(raw)
-                for key, meta in sorted(json.loads(raw).items()):
-                    if key == "__metadata__":
-                        continue
-                    s0, s1 = meta["data_offsets"]
-                    fh.seek(8 + n + s0)
-                    h.update(fh.read(min(s1 - s0, _SAMPLE)))
-    except (OSError, ValueError, KeyError, TypeError, struct.error):
-        return None
-    return h.hexdigest()
+    ``{"config", "shapes", "sums", "row0"}``: ``config.json`` without the keys of saving
+    (:data:`_SAVE_KEYS`); the name and shape of every tensor (those the adapter targets among
+    them); the float64 checksums (:func:`_checksum`) of a few fixed tensors read whole (the input
+    embedding, an untied output head, the first tensor of ``targets``); and of the first row of
+    every other floating-point tensor.  Two checkpoints of the same shapes have different
+    fingerprints unless their sampled values agree exactly.
+    """
+    fixed: list[str] = []
+    emb = next((n for n in ck.tensors if ck.kind(n) == "embedding"), None)
+    for n in (emb, None if ck.tied else ck.head, *sorted(t for t in targets if t in ck.tensors)[:1]):
+        if n is not None and n not in fixed and ck.info(n).is_float:
+            fixed.append(n)
+    return {"config": {k: v for k, v in ck.config.items() if k not in _SAVE_KEYS},
+            "shapes": {n: list(i.shape) for n, i in ck.tensors.items()},
+            "sums": {n: _checksum(ck, n) for n in fixed},
+            "row0": {n: _checksum(ck, n, 1) for n, i in ck.tensors.items() if n not in fixed and i.is_float}}
 
 
-def _same_checkpoint(d: Path, base: Checkpoint) -> bool:
-    """``d`` is a copy of ``base``: the same ``config.json``, weight files of the same names and
-    sizes, and the same bytes where sampled (:func:`_weights_digest`)."""
-    try:
-        cfg = json.loads((d / "config.json").read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False
-    files, mine = _weight_files(d), _weight_files(Path(base.path))
-    if not files or cfg != base.config or files != mine:
-        return False
-    a = _weights_digest(d, files)
-    return a is not None and a == _weights_digest(Path(base.path), mine)
+def _fingerprint_difference(named: dict[str, Any], given: dict[str, Any], targets: Sequence[str]) -> str | None:
+    """The first difference between two :func:`base_fingerprint` (there: the adapter's recorded
+    base; here: the base given), in words, or ``None``."""
+    ca, cb = named["config"], given["config"]
+    if ca != cb:
+        keys = sorted(k for k in set(ca) | set(cb) if ca.get(k, "∅") != cb.get(k, "∅"))
+        return f"their config.json differ ({', '.join(keys[:5])}{', ...' if len(keys) > 5 else ''})"
+    a, b = named, given
+    for n in [t for t in targets if t in b["shapes"]] + sorted(b["shapes"]):
+        if a["shapes"].get(n) != b["shapes"][n]:
+            there = "no such tensor" if n not in a["shapes"] else f"shape {tuple(a['shapes'][n])}"
+            return f"tensor {n!r} has {there} there and shape {tuple(b['shapes'][n])} here"
+    extra = sorted(set(a["shapes"]) - set(b["shapes"]))
+    if extra:
+        return f"tensor {extra[0]!r} is there but not here"
+    for key, what in (("sums", "float64 checksum"), ("row0", "float64 checksum of the first row")):
+        for n, v in b[key].items():
+            if a[key].get(n) != v:
+                return f"the {what} of tensor {n!r} is {a[key].get(n, [None])[0]!r} there and {v[0]!r} here"
+    return None
 
 
-def base_identity(named: Any, base: Checkpoint, base_arg: str | Path | None = None) -> dict[str, Any]:
+def base_identity(named: Any, base: Checkpoint, base_arg: str | Path | None = None,
+                  targets: Sequence[str] = ()) -> dict[str, Any]:
     """Whether ``named`` (an adapter's ``base_model_name_or_path``) designates ``base``.
 
     Returns ``{"status", "adapter_base", "base", "base_name_or_path", "how"}``; ``status`` is
-    ``"same"``, ``"other"`` (a different existing directory; a base whose ``config.json``
-    ``_name_or_path`` is another hub id) or ``"unverified"`` (nothing decides).  ``base_arg``:
-    the base as given (before a verl layout was resolved), whose name is tried too.  See the
-    module docstring.
+    ``"same"``, ``"other"`` (a different readable checkpoint directory whose
+    :func:`base_fingerprint` differs; a base whose ``config.json`` ``_name_or_path`` is another
+    hub id) or ``"unverified"`` (nothing decides: no name, a recorded folder that is not here or
+    not a readable checkpoint, a hub id that matches no name of the base).  ``base_arg``: the
+    base as given (before a verl layout was resolved), whose name is tried too; ``targets``: the
+    base tensors the adapter updates (the first one is checksummed whole).  See the module
+    docstring.
     """
     nop = base.config.get("_name_or_path")
     nop = nop.strip() if isinstance(nop, str) and nop.strip() else None
@@ -426,24 +452,43 @@ def base_identity(named: Any, base: Checkpoint, base_arg: str | Path | None = No
         mine = Path(base.path).resolve()
         if mine in (p.resolve(), rp.resolve()):
             out.update(status="same", how="the same directory")
-        elif _same_checkpoint(rp, base):
-            out.update(status="same", how="a copy of the base: the same config.json and weight files (names, sizes, "
-                                           "the first bytes of every tensor)")
+            return out
+        from ..checkpoints import open_checkpoint
+
+        try:
+            theirs = open_checkpoint(p, "base_model_name_or_path")
+            fp_named = base_fingerprint(theirs, targets)
+        except ValueError as err:
+            out["how"] = (f"{named!r} exists here but is not a readable checkpoint ({err}): its weights could not "
+                          f"be compared with the base's")
+            return out
+        fp_given = base_fingerprint(base, targets)
+        diff = _fingerprint_difference(fp_named, fp_given, targets)
+        checked = ", ".join(repr(n) for n in fp_given["sums"])
+        if diff is None:
+            out.update(status="same", how=f"a copy of the base: the same config.json, tensor names and shapes, "
+                                          f"float64 checksums of {checked} and of the first row of every other "
+                                          f"tensor")
         else:
-            out.update(status="other", how=f"{named!r} is another existing directory (not the base, nor a copy "
-                                           "with the same config.json and weights)")
+            out.update(status="other", how=f"{named!r} is another existing directory (not the base, nor a copy of "
+                                           f"it): {diff}")
         return out
     if nop is not None and name_matches(named, nop, both_ids=_is_hub_id(named) and _is_hub_id(nop)):
         out.update(status="same", how="the base's config.json _name_or_path matches")
         return out
     for d in [base.path] + ([base_arg] if base_arg is not None else []):
         if name_matches(named, str(Path(d).expanduser().absolute())):
+            if not _is_hub_id(named):   # a folder that is not here: its name alone identifies nothing
+                out["how"] = (f"{named!r} is not a directory on this machine (moved, or another machine's path); "
+                              f"the base directory's name matches it but its weights could not be compared")
+                return out
             out.update(status="same", how="the base directory's name matches")
             return out
     if nop is not None and _is_hub_id(named) and _is_hub_id(nop):
         out.update(status="other", how=f"the base's config.json _name_or_path is {nop!r}")
         return out
-    out["how"] = ("no existing directory and no name of the base to compare with" if not _is_hub_id(named)
+    out["how"] = (f"{named!r} is not a directory on this machine and no name of the base compares with it"
+                  if not _is_hub_id(named)
                   else "the base directory's name does not match and its config.json has no _name_or_path"
                   if nop is None else "the base's _name_or_path is not a hub id to compare with")
     return out
@@ -614,7 +659,13 @@ def open_adapter(path: str | Path, base: Checkpoint, label: str = "checkpoint", 
             raise ValueError(f"{label}: {where(key)} (the embedding peft saves beside an embedding LoRA) differs "
                              f"from base tensor {name!r} in {str(base.path)!r}: the adapter's base is another "
                              f"checkpoint")
-    ad.identity = base_identity(cfg.get("base_model_name_or_path"), base, base_arg)
+    ad.identity = base_identity(cfg.get("base_model_name_or_path"), base, base_arg,
+                                [*sorted(ad.low_rank), *sorted(ad.full), *sorted(ad.bias_deltas)])
+    if ad.identity["status"] == "unverified":
+        i = ad.identity
+        warnings.warn(f"{label}: the base of adapter {str(p)!r} could not be verified: it names "
+                      f"base_model_name_or_path {i['adapter_base']!r}, the base given is {i['base']!r}: {i['how']}; "
+                      f"ΔW is read against the base given (the report notes it)", BaseIdentityWarning, stacklevel=2)
     if ad.identity["status"] == "other":
         if not allow_other_base:
             i = ad.identity

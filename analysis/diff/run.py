@@ -95,6 +95,9 @@ class DiffRun:
     geometry : bool
         Measure the geometry of every weight matrix's update relative to the base
         (:mod:`analysis.diff.geometry_pass`) during the tensor pass.
+    dynamics : analysis.diff.dynamics.Dynamics or None
+        The series dynamics or the update masks across runs, fed during the tensor pass
+        (:mod:`analysis.diff.dynamics`); ``None``: off.
     timings : dict
         Seconds of the main thread per phase (:data:`analysis.diff.settings.PHASES`).
     background : _Background or None
@@ -112,6 +115,7 @@ class DiffRun:
     cast: str | None = None
     vectors: bool = False
     geometry: bool = False
+    dynamics: Any = None
     timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     background: _Background | None = None
     bar: Any = None

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["TOLERANCES", "SRANK_DELTAS", "ENERGY_FRACTIONS", "LAYERS", "CASTS", "PHASES", "CPU_BLAS_THREADS"]
+__all__ = ["TOLERANCES", "SRANK_DELTAS", "ENERGY_FRACTIONS", "LAYERS", "CASTS", "PHASES", "CPU_BLAS_THREADS",
+           "SERIES_SAMPLE", "SERIES_SEED", "RANDOM_WALKS", "MASK_FRACTION"]
 
 #: density thresholds |ΔW| > tol
 TOLERANCES = (0.0, 1e-5, 1e-4, 1e-3)
@@ -37,6 +38,15 @@ PHASES = ("read", "difference", "norms_densities", "rounding_floor", "head_spect
 #: 3.6-7.3, 58 s side by side against 374 s with two BLAS threads per call; quiet: 10.8 s against
 #: 11.4 s).
 CPU_BLAS_THREADS: int | None = 1
+
+#: series dynamics (:mod:`analysis.diff.dynamics`): entries sampled per tensor for the linearity
+#: in the step (all entries of a smaller tensor), and the seed of that sample and of the random walks
+SERIES_SAMPLE = 4096
+SERIES_SEED = 0
+#: Gaussian random walks over the series' steps whose R² is the linearity's baseline
+RANDOM_WALKS = 20_000
+#: q of the update masks compared across runs (the top ⌈q·N⌉ entries of |ΔW| per tensor)
+MASK_FRACTION = 0.05
 
 #: ``rank`` value meaning "every singular direction" (the whole ΔW: RL back)
 RANK_FULL = "full"

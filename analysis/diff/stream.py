@@ -6,7 +6,8 @@
 - :func:`dense_pass`: the pass over every tensor of full checkpoints: the base is read once per
   tensor, each checkpoint's ``ΔW`` measured (:func:`analysis.diff.measure._measure`) and, with
   several checkpoints, their pairwise dot products taken (:func:`_blocked_gram` when the ``ΔW``
-  do not fit in memory together).
+  do not fit in memory together); with ``DiffRun.dynamics``, each tensor's update masks or its
+  series pass (:mod:`analysis.diff.dynamics`).
 - :func:`series` and :func:`_step_of`: the checkpoints of a training run in step order.
 
 Pairing the tensors of two checkpoints and reading them lives in :mod:`analysis.checkpoints`
@@ -211,6 +212,9 @@ def dense_pass(run: DiffRun, tallies: list[_Tally], b: Checkpoint, names: list[s
             B = ops.load(b, name, 0, max(t.pairs[name].rows for t in tallies))
         keep: list[Any] | None = [] if n >= 2 and size <= budget else None
         _tensor(run, tallies, b, name, B, keep)
+        if run.dynamics is not None:
+            with run.phase("cross"):
+                run.dynamics.tensor_done(tallies, name, b.kind(name))
         if cross is not None:
             with run.phase("cross"):
                 if keep is not None and len({t.pairs[name].rows for t in tallies}) == 1:
@@ -228,7 +232,8 @@ def _tensor(run: DiffRun, tallies: list[_Tally], b: Checkpoint, name: str, B: An
     base_l2: dict[int, float] = {}
     base_floor: dict[tuple[int, str], float] = {}
     bdt = b.info(name).dtype
-    for r in tallies:
+    common = min(r.pairs[name].rows for r in tallies)
+    for i, r in enumerate(tallies):
         p = r.pairs[name]
         if p.rows not in base_l2:
             with run.phase("norms_densities"):
@@ -250,6 +255,9 @@ def _tensor(run: DiffRun, tallies: list[_Tally], b: Checkpoint, name: str, B: An
         with run.phase("difference"):
             D = ops.sub_(X, B[:p.rows])
         del X
+        if run.dynamics is not None and run.dynamics.wants_masks():
+            with run.phase("cross"):
+                run.dynamics.mask(i, D, common)
         _measure(run, r, p, D, base_l2[p.rows])
         if odt != bdt:
             r.records[-1]["dtypes"] = [DTYPE_NAMES.get(bdt, bdt), DTYPE_NAMES.get(odt, odt)]

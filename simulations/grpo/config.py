@@ -39,9 +39,8 @@ import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from analysis.guardrails import ACTIONS, Guard
 from rlvr_plumbing import checks
 from rlvr_plumbing.io import check_out, read_json_object
 from rlvr_plumbing.runtime import check_memory, resolve_device
@@ -50,8 +49,12 @@ from rlvr_theory.advantages import Advantage
 from rlvr_theory.policy import Policy
 
 from ..calibration import check_calibration, memory_lr_field, memory_preset_field, mu_field
-from . import losses, models, tasks
+from . import losses, tasks
 from .losses import AGGREGATIONS, DEFAULT_EPS
+from .model_presets import PRESETS as _MODEL_PRESETS
+
+if TYPE_CHECKING:  # imported where used: `rlvr-train --help` loads no torch, pandas or scipy
+    from analysis.guardrails import Guard
 
 __all__ = ["RunSettings", "SFTConfig", "GRPOConfig", "EvalConfig", "SweepConfig", "RESUMABLE_CHANGES",
            "DEFAULT_EPS", "LATER_SETTINGS", "OPTIMIZERS", "REWARD_LIMIT", "EVAL_FILES", "SWEEP_FILES", "check_out_dir", "read_run_settings"]
@@ -228,7 +231,7 @@ class RunSettings:
         "help": "share of the problem space held out for evaluation, in (0, 1)"})
     split_seed: int = field(default=0, metadata={"help": "seed of the train / held-out partition"})
     preset: str = field(default="tiny-cpu", metadata={
-        "help": "fresh model of this size (simulations.grpo.models)", "choices": tuple(models.PRESETS)})
+        "help": "fresh model of this size (simulations.grpo.models)", "choices": tuple(_MODEL_PRESETS)})
     init: str | None = field(default=None, metadata={
         "help": "start from this local model directory (e.g. runs/sft/final) instead of --preset"})
     batch_size: int = field(default=16, metadata={"help": "prompts per step B"})
@@ -251,8 +254,10 @@ class RunSettings:
 
     def _validate_common(self, *, resume: bool = False, resumable: bool = True) -> None:
         """The checks shared by SFT and GRPO, run last (the model and output directories)."""
+        from . import models
+
         if self.init is None:
-            checks.choice("preset", self.preset, tuple(models.PRESETS))
+            checks.choice("preset", self.preset, tuple(_MODEL_PRESETS))
         else:
             models.check_model_dir(self.init)
         self.warmup_steps = checks.integer("warmup_steps", self.warmup_steps, low=0)
@@ -279,6 +284,7 @@ class RunSettings:
         ``memory_preset``, the memory model of distribution-level calibration: its weights, AdamW
         state, sampling and one training pass over the same rows; with ``entropy_check``, the
         float64 copy of the policy: its weights and gradients and one pass over the rows)."""
+        from . import models
         from .tokenizer import build_tokenizer
 
         vocab = None if self.init is not None else len(build_tokenizer(task.alphabet))
@@ -399,7 +405,7 @@ class GRPOConfig(RunSettings):
         "help": "with --drop-easiest, rollouts per query to estimate its solve rate"})
     mu: float = mu_field("a memory model f_φ (after each step)")
     memory_lr: float | None = memory_lr_field("memory model (AdamW)", default_text="--lr")
-    memory_preset: str | None = memory_preset_field(models.PRESETS)
+    memory_preset: str | None = memory_preset_field(_MODEL_PRESETS)
     head_alignment: bool = field(default=True, metadata={
         "help": "log head_grad_cos and head_grad_u_cos, the alignment of successive output-head gradients "
                 "(FADE Cor. 15.3; --no-head-alignment: don't, e.g. for a large vocabulary)"})
@@ -461,7 +467,7 @@ class GRPOConfig(RunSettings):
         for name in ("filter_queries", "filter_samples"):
             setattr(self, name, checks.integer(name, getattr(self, name), low=1))
         self.mu, self.memory_lr = check_calibration(self.mu, self.memory_lr, model="memory model",
-                                                    memory_preset=self.memory_preset, presets=models.PRESETS)
+                                                    memory_preset=self.memory_preset, presets=_MODEL_PRESETS)
         if not isinstance(self.head_alignment, bool):
             raise ValueError(f"head_alignment must be True or False, got {self.head_alignment!r}")
         checks.choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -472,12 +478,14 @@ class GRPOConfig(RunSettings):
         n = self.batch_size * self.group_size
         self._check_memory(task, sequences=n, new_tokens=self.max_new_tokens or task.max_answer_len() + 2,
                            train_rows=n, reference=self.kl_coef > 0 or self.log_kl,
-                           memory_preset=(self.memory_preset or next(iter(models.PRESETS))) if self.mu > 0 else None,
+                           memory_preset=(self.memory_preset or next(iter(_MODEL_PRESETS))) if self.mu > 0 else None,
                            entropy_check=self.entropy_check, what=f"the GRPO run (--batch-size {self.batch_size} x --group-size {self.group_size})")
         return task, adv
 
     def make_guard(self) -> Guard | None:
         """The run's :class:`analysis.guardrails.Guard` (``None`` without ``guard``)."""
+        from analysis.guardrails import ACTIONS, Guard
+
         checks.choice("guard_action", self.guard_action, ACTIONS)
         if self.guard is None:
             return None

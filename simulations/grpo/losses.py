@@ -87,12 +87,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
-
-import torch
+from typing import TYPE_CHECKING, NamedTuple
 
 from rlvr_plumbing import checks
 from rlvr_plumbing.registry import Registry
+
+if TYPE_CHECKING:  # imported where used: the registry (`rlvr-train --help`) loads no torch
+    import torch
 
 __all__ = ["LOSSES", "SEQUENCE_LOSSES", "AGGREGATIONS", "DEFAULT_EPS", "POLICY_LOSSES", "PolicyLoss",
            "register_policy_loss", "get_policy_loss", "names", "describe", "LossStats", "aggregate",
@@ -101,8 +102,8 @@ __all__ = ["LOSSES", "SEQUENCE_LOSSES", "AGGREGATIONS", "DEFAULT_EPS", "POLICY_L
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "sum-tmax")
 
 #: ``(L, clipped_low, clipped_high) = fn(ratio, adv, logp, lo, hi)`` (module docstring)
-LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float, float],
-                  tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+LossFn = Callable[["torch.Tensor", "torch.Tensor", "torch.Tensor", float, float],
+                  tuple["torch.Tensor", "torch.Tensor", "torch.Tensor"]]
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,8 @@ def _ppo_clip(ratio: torch.Tensor, adv: torch.Tensor, logp: torch.Tensor, lo: fl
               hi: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``−min(ratio·A, clip(ratio, lo, hi)·A)``; the lower clip is engaged where ``A < 0`` and
     ``ratio < lo``, the upper where ``A > 0`` and ``ratio > hi``."""
+    import torch
+
     L = -torch.minimum(ratio * adv, ratio.clamp(lo, hi) * adv)
     return L, (adv < 0) & (ratio < lo), (adv > 0) & (ratio > hi)
 
@@ -233,6 +236,7 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, *,
 
     Examples
     --------
+    >>> import torch
     >>> values = torch.tensor([[-1.2, -1.0], [1.0, 1.0]])
     >>> mask = torch.tensor([[1, 1], [1, 0]])          # the 2nd token of rollout 2 is padding
     >>> aggregate(values, mask, "token-mean")          # (−1.2 − 1 + 1) / 3
@@ -272,6 +276,7 @@ def per_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor
     --------
     Two rollouts of two tokens; the importance ratios are 2, 1 (rollout 1) and 1, 1:
 
+    >>> import torch
     >>> logp = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]]))   # π_θ of the sampled tokens
     >>> old = torch.log(torch.tensor([[0.25, 0.25], [0.5, 0.5]]))   # π_old
     >>> L, low, high = per_token_loss(logp, old, torch.tensor([1.0, -1.0]))
@@ -293,6 +298,8 @@ def per_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor
     tensor([[-1.2000, -1.2000],
             [ 1.0000,  1.0000]])
     """
+    import torch
+
     spec = get_policy_loss(loss)
     eps_low = checks.number("eps_low", eps_low, low=0)
     eps_high = checks.number("eps_high", eps_high, low=0)
@@ -314,6 +321,8 @@ def per_token_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimator of ``KL(π_θ‖π_ref)``: ``exp(ρ) − ρ − 1``, ``ρ = ref_logp − logp`` (>= 0)."""
+    import torch
+
     rho = ref_logp - logp
     return torch.exp(rho) - rho - 1.0
 
@@ -331,6 +340,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
 
     Examples
     --------
+    >>> import torch
     >>> logp = torch.log(torch.tensor([[0.5, 0.25], [0.5, 0.5]]))
     >>> old = torch.log(torch.tensor([[0.25, 0.25], [0.5, 0.5]]))
     >>> mask = torch.tensor([[1, 1], [1, 0]])

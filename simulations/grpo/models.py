@@ -28,16 +28,11 @@ from analysis.checkpoints import open_checkpoint
 from rlvr_plumbing.runner import apply_threads
 from rlvr_plumbing.runtime import resolve_device
 
+from .model_presets import PRESETS  # preset name → Qwen2 config keywords (defined there: no torch)
+
 __all__ = ["PRESETS", "build_model", "check_model_dir", "check_weights", "first_non_finite", "load_policy",
            "model_shape", "memory_needed", "prepare_policy", "torch_threads",
            "quiet_transformers", "output_head", "n_params", "HeadGradient"]
-
-PRESETS: dict[str, dict[str, Any]] = {
-    "tiny-cpu": dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                     intermediate_size=256, max_position_embeddings=128),
-    "small-gpu": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, num_key_value_heads=4,
-                      intermediate_size=2048, max_position_embeddings=512),
-}
 
 
 @contextlib.contextmanager

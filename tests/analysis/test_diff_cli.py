@@ -58,12 +58,12 @@ def test_series_flag(tmp_path, capsys, cheap_png):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["{base}", "--out", "{out}"], "checkpoints: give at least one RL checkpoint directory or --series"),
-    (["{base}", "{tmp}/nope", "--out", "{out}"], "checkpoints[0]: '{tmp}/nope' does not exist"),
-    (["{tmp}", "{base}", "--out", "{out}"], "base: '{tmp}' is not a Hugging Face checkpoint directory"),
+    (["{base}", "--out", "{out}"], "RL: give at least one RL checkpoint directory or --series"),
+    (["{base}", "{tmp}/nope", "--out", "{out}"], "RL 1: '{tmp}/nope' does not exist"),
+    (["{tmp}", "{base}", "--out", "{out}"], "BASE: '{tmp}' is not a Hugging Face checkpoint directory"),
     (["{base}", "{base}", "--out", "{out}", "--top-k", "1"], "--top-k must be an integer >= 2"),
     (["{base}", "{base}", "--out", "{out}", "--device", "tpu"], "device must be"),
-    (["{base}", "--series", "{tmp}", "--out", "{out}"], "run_dir must hold checkpoint-<step> directories"),
+    (["{base}", "--series", "{tmp}", "--out", "{out}"], "--series must hold checkpoint-<step> directories"),
 ])
 def test_errors_exit_2_with_a_message(tmp_path, capsys, argv, msg):
     fill = {"base": str(tc.qwen2_base()), "out": str(tmp_path / "rep"), "tmp": str(tmp_path)}
@@ -115,7 +115,7 @@ def test_console_entry_point_runs_as_a_program(tmp_path):
     p = subprocess.run([sys.executable, "-m", "analysis.diff.cli", str(tmp_path / "no"), str(tmp_path / "no2"),
                         "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env, cwd=ROOT)
     assert p.returncode == 2
-    assert p.stderr.startswith("rlvr-diff: error: base: ")
+    assert p.stderr.startswith("rlvr-diff: error: BASE: ")
 
 
 def test_weights_is_the_default_subcommand_and_threads_is_recorded(tmp_path, capsys, cheap_png):

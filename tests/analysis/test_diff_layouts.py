@@ -102,7 +102,7 @@ def test_cli_refuses_fsdp_shards_and_writes_no_report(run, tmp_path, capsys):
     actor = _fsdp_actor(tmp_path / "global_step_30" / "actor")
     rc = diff_cli.main([str(base), str(actor), "--out", str(tmp_path / "rep"), "--quiet"])
     err = capsys.readouterr().err
-    assert rc == 2 and err.startswith("rlvr-diff: error: checkpoints[0]: ")
+    assert rc == 2 and err.startswith("rlvr-diff: error: RL 1: ")
     assert VERL_CMD.format(a=actor) in err
     assert not (tmp_path / "rep").exists()
 

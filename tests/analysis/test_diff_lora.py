@@ -326,7 +326,7 @@ def test_other_base_allowed_and_recorded(tmp_path, capsys):
     assert main(["weights", str(other), str(ad), "--out", str(out), "--device", "cpu", "--layers", "head",
                  "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "checkpoints[0]" in err and str(base) in err and str(other) in err and "--allow-other-base" in err
+    assert "RL 1" in err and str(base) in err and str(other) in err and "--allow-other-base" in err
     assert not out.exists()
     assert main(["weights", str(other), str(ad), "--out", str(out), "--device", "cpu", "--layers", "head",
                  "--allow-other-base"]) == 0

@@ -312,6 +312,6 @@ def test_cli_refuses_an_unreadable_shard_set_and_writes_no_report(tmp_path, caps
     (actor / "model_world_size_2_rank_0.pt").unlink()
     rc = diff_cli.main([str(base), str(tmp_path / "global_step_3"), "--out", str(tmp_path / "rep"), "--quiet"])
     err = capsys.readouterr().err
-    assert rc == 2 and err.startswith("rlvr-diff: error: checkpoints[0]: ")
+    assert rc == 2 and err.startswith("rlvr-diff: error: RL 1: ")
     assert "model_world_size_2_rank_0.pt is missing" in err and VERL_CMD.format(a=actor) in err
     assert not (tmp_path / "rep").exists()

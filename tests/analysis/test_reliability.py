@@ -362,7 +362,7 @@ def test_nan_weight_for_hidden_states_is_refused_naming_tensor_and_file(tmp_path
     rc = diff_cli.main(["hidden-states", str(ck), "--rollouts", str(rollouts(tmp_path / "r.jsonl")),
                         "--out", str(tmp_path / "hs"), "--quiet"])
     assert rc == 2
-    assert capsys.readouterr().err == (f"rlvr-diff: error: checkpoint: tensor {name!r} in file "
+    assert capsys.readouterr().err == (f"rlvr-diff: error: CHECKPOINT: tensor {name!r} in file "
                                        f"{str(ck / 'model.safetensors')!r} holds non-finite values: 1 NaN and 0 Inf "
                                        f"(of {tc.load_state(ck)[name].numel()} entries)\n")
     assert not (tmp_path / "hs").exists()

@@ -51,3 +51,24 @@ def test_trl_entropy_collapse_example(tmp_path):
         alerts = [json.loads(line) for line in f if line.strip()]
     assert [(a["step"], a["rule"], a["action"]) for a in alerts] == [(STEPS, "sign_ratio", "alert")]
     assert f"step   {STEPS}  sign_ratio" in blocks["relu"]
+
+
+@pytest.mark.slow  # about 15 s on one CPU thread (a TRL run of 2 steps with peft, then the diff of its adapter)
+def test_trl_grpo_lora_example(tmp_path):
+    """``examples/trl_grpo_lora.py``: the base once in OUT/base, adapter checkpoints that record it,
+    and ``rlvr-diff OUT/base OUT/checkpoint-2`` reads the adapter as ΔW = s·B·A of every linear layer."""
+    pytest.importorskip("peft")
+    out = tmp_path / "lora"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "trl_grpo_lora.py"),
+                           "--out", str(out), "--steps", "2", "--save-steps", "1"],
+                          env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "adapter checkpoints: checkpoint-1, checkpoint-2" in proc.stdout
+    cfg = json.loads((out / "checkpoint-2" / "adapter_config.json").read_text())
+    assert cfg["base_model_name_or_path"] == str(out / "base") and cfg["r"] == 8
+    from analysis import diff as weight_diff
+
+    c = weight_diff.diff(str(out / "base"), [str(out / "checkpoint-2")], device="cpu", progress=False)["checkpoints"][0]
+    assert c["base_identity"] == "same" and c["adapter"]["n_low_rank"] == 14 and c["adapter"]["ranks"] == [8]
+    assert c["global_l2"] > 0

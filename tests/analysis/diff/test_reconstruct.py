@@ -210,14 +210,14 @@ def test_bad_series_and_inputs_are_refused(tmp_path, capsys):
     out = str(tmp_path / "out")
     cases = [
         (["--series", str(rl), "--extrapolate", "5", "--out", out], "--series must hold at least 2 checkpoints"),
-        (["--series", str(base), str(rl), "--extrapolate", "5", "--out", out], "--steps: the step of checkpoints[0]"),
+        (["--series", str(base), str(rl), "--extrapolate", "5", "--out", out], "--steps: the step of --series"),
         (["--series", str(base), str(rl), "--steps", "3", "3", "--extrapolate", "5", "--out", out],
          "--steps must hold at least 2 distinct values"),
         (["--series", str(base), str(rl), "--steps", "3", "--extrapolate", "5", "--out", out],
          "--steps must give one step per --series checkpoint"),
         (["--series", str(base), str(rl), "--steps", "1", "2", "--extrapolate", "5", "--rank", "1", "--out", out],
          "--rank is not used with --extrapolate"),
-        ([str(base), "--rank", "1", "--out", out], "inputs: give BASE and RL"),
+        ([str(base), "--rank", "1", "--out", out], "BASE RL: give BASE and RL"),
         ([str(base), str(rl), "--rank", "1", "--series", str(rl), "--out", out], "--series goes with --extrapolate"),
     ]
     for argv, message in cases:
@@ -232,7 +232,7 @@ def test_mismatched_shapes_are_refused(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["reconstruct", str(base), str(other), "--rank", "1", "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "rl: tensor" in err and "has shape" in err and not out.exists()
+    assert "RL: tensor" in err and "has shape" in err and not out.exists()  # the positional as the user typed it
     with pytest.raises(ValueError, match=r"checkpoints\[1\]: tensor .* has shape"):
         rc.extrapolate([base, other], out, at=3, steps=[1, 2])
     assert not out.exists()
