@@ -156,7 +156,7 @@ def test_a_killed_write_leaves_nothing_under_the_final_name(tmp_path):
 # ------------------------------------------------------------------ computed limits
 @pytest.mark.parametrize("args, expect", [
     (["categorical", "--N", "1000000000000"], "needs about"),
-    (["categorical", "--N", "9223372036854775808"], "--N[0] must be an integer >= 1 and <= 9223372036854775806"),
+    (["categorical", "--N", "9223372036854775808"], "--N must be an integer >= 1 and <= 9223372036854775806"),
     (["categorical", "--seeds", "1000000000000"], "34000000000000 configurations"),
     (["categorical", "--steps", "100000000000000"], "steps=100000000000000"),
     (["toys", "--preset", "twostage-fig1", "--seeds", "1000000000000"], "seeds=1000000000000"),
@@ -198,7 +198,7 @@ def test_memory_estimates_are_python_integers_that_do_not_overflow():
     (["toys", "--preset", "agrae-c0", "--steps", "0"], "--steps must be an integer >= 1, got 0"),
     (["categorical", "--steps", "0"], "--steps must be an integer >= 1, got 0"),
     (["categorical", "--seeds", "0"], "--seeds must be an integer >= 1, got 0"),
-    (["categorical", "--N", "0"], "--N[0] must be an integer >= 1"),
+    (["categorical", "--N", "0"], "--N must be an integer >= 1"),
     (["linear-head", "--preset", "toy-small", "--seeds", "-3"], "--seeds must be an integer >= 1, got -3"),
     (["linear-head", "--preset", "population-small", "--steps", "0"], "--steps must be an integer >= 1, got 0"),
     (["linear-head", "--preset", "toy-small", "--lr", "0"], "--lr must be"),
