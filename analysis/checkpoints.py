@@ -37,6 +37,9 @@ shard directory it cannot read (a missing rank, another class in the pickle, an 
 placement, ...) is refused, naming what is wrong, with the verl command that merges it
 (:func:`verl_merge_command`).
 
+:func:`load_causal_lm` loads a checkpoint as a transformers causal LM (local files only, never
+remote code) for the analyses that run the model (hidden states, policy KL).
+
 Every refusal is a ``ValueError`` whose message starts with the label of the checkpoint
 (the argument name of the caller, e.g. ``base`` or ``checkpoints[1]``) and names the file
 and the tensor.
@@ -72,6 +75,7 @@ __all__ = [
     "pair_tensors",
     "has_tokenizer",
     "load_tokenizer",
+    "load_causal_lm",
     "tokenizer_size",
     "DTYPE_NAMES",
     "fused_parts",
@@ -1281,3 +1285,45 @@ def load_tokenizer(path: str | Path, label: str = "tokenizer", *, transformers: 
         return AutoTokenizer.from_pretrained(str(p), local_files_only=True)
     except Exception as err:
         raise ValueError(f"{label}: could not load a tokenizer from {str(p)!r}: {err}") from None
+
+
+def load_causal_lm(ck: Checkpoint, dev: torch.device, dtype: str = "auto", progress: bool = True) -> tuple[Any, Any]:
+    """The causal LM of an opened checkpoint on ``dev`` in eval mode, and its output head.
+
+    Loaded with ``transformers.AutoModelForCausalLM.from_pretrained(..., local_files_only=True)``
+    (never ``trust_remote_code``).  ``dtype``: ``"auto"`` (float32 on the CPU, the checkpoint's
+    dtype on CUDA) or a torch dtype name (``"float32"``, ``"bfloat16"``, ``"float16"``,
+    ``"float64"``).  transformers' loading bar only with ``progress``.  Raises ``ValueError``
+    starting with ``ck.label`` if transformers cannot load the directory or a floating-point
+    weight holds NaN or Inf (named, with its file and counts).
+    """
+    try:
+        from transformers import AutoModelForCausalLM
+    except ImportError:  # pragma: no cover
+        raise ValueError(f"{ck.label}: transformers is needed to run the model (pip install '.[train]')") from None
+    if dtype == "auto":
+        tdt = torch.float32 if dev.type == "cpu" else "auto"
+    else:
+        tdt = getattr(torch, dtype)
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    if not progress:
+        hf_logging.disable_progress_bar()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(ck.path), dtype=tdt, local_files_only=True)
+    except Exception as err:
+        raise ValueError(f"{ck.label}: transformers could not load a causal LM from {str(ck.path)!r}: {err}") \
+            from None
+    finally:
+        if shown and not progress:
+            hf_logging.enable_progress_bar()
+    for name, t in model.state_dict().items():  # NaN/Inf weights would give NaN results: refuse by name
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            info = ck.tensors.get(name)
+            where = f" in file {str(info.file)!r}" if info is not None else f" of {str(ck.path)!r}"
+            n_nan = int(torch.isnan(t).sum())
+            raise ValueError(f"{ck.label}: tensor {name!r}{where} holds non-finite values: {n_nan} NaN and "
+                             f"{int((~torch.isfinite(t)).sum()) - n_nan} Inf (of {t.numel()} entries)")
+    model.to(dev).eval()
+    return model, model.get_output_embeddings()

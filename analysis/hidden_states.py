@@ -43,7 +43,7 @@ from rlvr_plumbing import checks
 from rlvr_plumbing.runtime import resolve_device, run_metadata
 
 from . import spectra
-from .checkpoints import has_tokenizer, load_tokenizer, open_checkpoint
+from .checkpoints import has_tokenizer, load_causal_lm, load_tokenizer, open_checkpoint
 
 __all__ = [
     "load_rollouts",
@@ -252,7 +252,7 @@ def geometry(checkpoint: str, rollouts: str | Sequence[Mapping[str, Any]], *, to
         empty (or single-token) group are ``None``.
 
     The work goes in phases: check the settings, tokenize the rollouts (:func:`_sequences`),
-    load the model (:func:`_load_model`), one forward pass over the batches accumulating
+    load the model (:func:`analysis.checkpoints.load_causal_lm`), one forward pass over the batches accumulating
     ``H`` and ``Σ v_i h_iᵀ`` per outcome (:func:`_forward`), then the statistics per
     outcome (:func:`_per_outcome`) and the CLT baseline (:func:`_clt`).
     """
@@ -263,7 +263,7 @@ def geometry(checkpoint: str, rollouts: str | Sequence[Mapping[str, Any]], *, to
     ck = open_checkpoint(checkpoint, "checkpoint")
     dev = resolve_device(device)
     seqs, tok_dir, where = _sequences(checkpoint, rollouts, tokenizer)
-    model, head = _load_model(ck, dev, dtype, progress)
+    model, head = load_causal_lm(ck, dev, dtype, progress)
     usable = _usable(seqs, model, head, where)
     acc = _forward(model, head, usable, dev, batch_size, temperature, progress)
     stats = _per_outcome(acc)
@@ -314,41 +314,6 @@ def _sequences(checkpoint: str, rollouts: Any, tokenizer: str | None) -> tuple[l
     if tok is not None:  # tokenized text: an id beyond the model is the tokenizer's fault
         where = [w if "prompt_ids" in r else f"{w} (tokenized with {str(tok_dir)!r})" for r, w in zip(recs, where)]
     return seqs, tok_dir, where
-
-
-def _load_model(ck: Any, dev: torch.device, dtype: str, progress: bool = True) -> tuple[Any, Any]:
-    """The causal LM on ``dev`` in eval mode, and its output head (transformers' loading bar
-    only with ``progress``)."""
-    try:
-        from transformers import AutoModelForCausalLM
-    except ImportError:  # pragma: no cover
-        raise ValueError("checkpoint: transformers is needed for hidden states (pip install '.[train]')") from None
-    if dtype == "auto":
-        tdt = torch.float32 if dev.type == "cpu" else "auto"
-    else:
-        tdt = getattr(torch, dtype)
-    from transformers.utils import logging as hf_logging
-
-    shown = hf_logging.is_progress_bar_enabled()
-    if not progress:
-        hf_logging.disable_progress_bar()
-    try:
-        model = AutoModelForCausalLM.from_pretrained(str(ck.path), dtype=tdt, local_files_only=True)
-    except Exception as err:
-        raise ValueError(f"checkpoint: transformers could not load a causal LM from {str(ck.path)!r}: {err}") \
-            from None
-    finally:
-        if shown and not progress:
-            hf_logging.enable_progress_bar()
-    for name, t in model.state_dict().items():  # NaN/Inf weights would give NaN geometry: refuse by name
-        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-            info = ck.tensors.get(name)
-            where = f" in file {str(info.file)!r}" if info is not None else f" of {str(ck.path)!r}"
-            n_nan = int(torch.isnan(t).sum())
-            raise ValueError(f"{ck.label}: tensor {name!r}{where} holds non-finite values: {n_nan} NaN and "
-                             f"{int((~torch.isfinite(t)).sum()) - n_nan} Inf (of {t.numel()} entries)")
-    model.to(dev).eval()
-    return model, model.get_output_embeddings()
 
 
 def _usable(seqs: list[tuple[list[int], int, bool]], model: Any, head: Any,

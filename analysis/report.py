@@ -56,7 +56,8 @@ from rlvr_plumbing.serialize import dumps, fmt_number
 __all__ = ["write_report", "write_hidden_states_report", "to_json", "render_markdown", "render_html",
            "png_bytes", "new_figure", "y_room", "paper_mark", "paper_values", "coincides_with",
            "PAPER_COLOR", "Block", "REPORT_FILES", "REPORT_MARKERS", "HIDDEN_STATES_MARKERS",
-           "FADE_SEC5_TABLE"]
+           "FADE_SEC5_TABLE", "FADE_LAYERS", "FADE_STATED_REGIMES", "FAILURE_BIASED", "SIGN_BALANCED",
+           "fade_regime", "verdict_edges"]
 
 #: files every diff report holds (PNGs come in addition)
 REPORT_FILES = ("report.md", "report.html", "report.json")
@@ -69,7 +70,9 @@ Block = tuple  # ("h2", text) | ("p", text) | ("table", headers, rows) | ("img",
 
 #: FADE's Sec. 5 output-head table (Qwen 2.5 7B; cited in its text as "Table 8", the table beside
 #: Fig. 8, not the App. 14 enrichment table): per row (label, OH share %, s1/s2, rank-1 %, Inner %).
-#: Ranges are (low, high); FADE reports no update density.
+#: Ranges are (low, high); FADE reports no update density.  Checked against the paper's text
+#: (every number as printed; the symmetric OH "< 10 %" is stored as (0, 10), the "∼" values of the
+#: asymmetric and symmetric rows as one-point ranges).
 FADE_SEC5_TABLE = (
     ("FADE H*=0.5, 10k", 6.1, 4.10, 38.7, 3.32),
     ("FADE H*=0.5, 33k", 6.3, 3.84, 54.4, 3.32),
@@ -80,6 +83,16 @@ FADE_SEC5_TABLE = (
     ("asymmetric (failure-biased) runs", (90, 90), (6.96, 8.51), (78, 96), (0.3, 0.3)),
     ("symmetric (sign-balanced) runs", (0, 10), (3.61, 3.98), (61, 62), (3.2, 3.2)),
 )
+#: blocks of the model behind every row of :data:`FADE_SEC5_TABLE`: Qwen 2.5 7B, 28 layers (FADE App. 15
+#: model list); the rows agree: OH + 28·Inner = 98.4-99.7 % (the rest: embeddings and norms)
+FADE_LAYERS = 28
+#: the rows of :data:`FADE_SEC5_TABLE` whose regime the paper states, and where: the asymmetric and
+#: symmetric rows by their names (Sec. 4.2, Table 9); H* = 0.5 "keeps ‖W_Δ‖ small and the update
+#: full-rank", the sign-balanced end of the transition H* controls; H* = 1.3 at 30k "reproduces the
+#: rank-1 collapse seen in static failure-biased methods" (Sec. 5).  The other three FADE rows (H* = 1.0,
+#: H* = 1.3 at 10k) the paper places on no side.
+FADE_STATED_REGIMES = {0: "sign-balanced", 1: "sign-balanced", 5: "failure-biased",
+                       6: "failure-biased", 7: "sign-balanced"}
 
 
 # ------------------------------------------------------------------ helpers
@@ -318,12 +331,14 @@ def _labels(doc: dict) -> list[str]:
     return [(f"step {c['step']}" if c.get("step") is not None else _short(c["path"])) for c in doc["checkpoints"]]
 
 
-#: the verdict figure's panels: (column of FADE_SEC5_TABLE, y label, this report's value of a checkpoint)
+#: the verdict figure's panels: (column of FADE_SEC5_TABLE, factor applied to FADE's column, name of the
+#: metric in verdict_edges(), y label, this report's value of a checkpoint)
 _VERDICT_PANELS = (
-    (1, "OH share: output head's\nshare of ‖ΔW‖² (%)", lambda c: _scaled(c["output_head"].get("l2_share"))),
-    (3, "head r1 = σ₁²/‖ΔW_head‖²_F (%)", lambda c: _scaled(c["output_head"].get("rank1_fraction"))),
-    (2, "head s1/s2 = σ₁/σ₂", lambda c: c["output_head"].get("s1_s2")),
-    (4, "Inner: mean block share\nof ‖ΔW‖² (%)", lambda c: _scaled(c.get("inner_l2_share_mean"))),
+    (1, 1, "OH", "OH share: output head's\nshare of ‖ΔW‖² (%)", lambda c: _scaled(c["output_head"].get("l2_share"))),
+    (3, 1, "r1", "head r1 = σ₁²/‖ΔW_head‖²_F (%)", lambda c: _scaled(c["output_head"].get("rank1_fraction"))),
+    (2, 1, "s1/s2", "head s1/s2 = σ₁/σ₂", lambda c: c["output_head"].get("s1_s2")),
+    (4, FADE_LAYERS, "Inner×L", "Inner × L: blocks' share of ‖ΔW‖²\n(mean block share ÷ even split 1/L, %;"
+     "\nFADE: Inner × 28)", lambda c: _scaled(_inner_x_layers(c))),
 )
 _FAILURE_BIASED, _SIGN_BALANCED = "tab:red", "tab:blue"
 
@@ -339,27 +354,32 @@ def _tick(label: str, width: int = 18) -> str:
 
 
 def _plot_verdict(doc: dict, labs: list[str]) -> bytes:
-    """Each checkpoint's OH share, head r1, head s1/s2 and Inner beside FADE's Sec. 5 table:
-    the six FADE runs (stars) and the ranges of the failure-biased and sign-balanced runs."""
+    """Each checkpoint's OH share, head r1, head s1/s2 and Inner × L beside FADE's Sec. 5 table
+    (FADE's Inner times :data:`FADE_LAYERS`): the six FADE runs (stars), the ranges of the
+    failure-biased and sign-balanced runs, and the verdict's edges (:func:`verdict_edges`, dotted)."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     n = len(labs)
     fig, axes = new_figure(11.5, 3.3, 4)
-    for ax, (col, ylabel, ours) in zip(axes, _VERDICT_PANELS):
+    edges = verdict_edges()
+    for ax, (col, factor, metric, ylabel, ours) in zip(axes, _VERDICT_PANELS):
         vals = [ours(c) for c in doc["checkpoints"]]
         xs = [i for i, v in enumerate(vals) if v is not None]
         ax.plot(xs, [vals[i] for i in xs], ls="none", marker="o", ms=7, color="C0", zorder=5)
-        runs = [r[col] for r in FADE_SEC5_TABLE[:6]]
+        runs = [factor * r[col] for r in FADE_SEC5_TABLE[:6]]
         paper_mark(ax.scatter(n + np.linspace(-0.2, 0.2, len(runs)), runs, marker="*", s=80, color=PAPER_COLOR, edgecolor="white",
                               linewidth=0.5, zorder=6), runs)
         every = [v for v in vals if v is not None] + runs
         for row, color in ((FADE_SEC5_TABLE[6], _FAILURE_BIASED), (FADE_SEC5_TABLE[7], _SIGN_BALANCED)):
-            lo, hi = row[col]
+            lo, hi = (factor * x for x in row[col])
             art = (ax.axhspan(lo, hi, color=color, alpha=0.18, lw=0, zorder=1) if hi > lo else
                    ax.axhline(lo, color=color, ls="--", lw=1.3, zorder=2))
             paper_mark(art, [lo, hi])
             every += [lo, hi]
+        for regime, color in (("failure-biased", _FAILURE_BIASED), ("sign-balanced", _SIGN_BALANCED)):
+            ax.axhline(edges[metric][regime], color=color, ls=":", lw=1.0, zorder=2)
+            every.append(edges[metric][regime])
         pos = [v for v in every if v > 0]
         if col == 2 and pos and max(pos) > 30 * min(pos):      # a near-exact rank-1 head: s1/s2 spans decades
             ax.set_yscale("log")
@@ -380,7 +400,8 @@ def _plot_verdict(doc: dict, labs: list[str]) -> bytes:
                label="paper: the six FADE runs (Sec. 5 table, Qwen 2.5 7B)"),
         Patch(color=_FAILURE_BIASED, alpha=0.3, label="paper: failure-biased runs (band: range, dashed: one value)"),
         Patch(color=_SIGN_BALANCED, alpha=0.3, label="paper: sign-balanced runs (band: range, dashed: one value)"),
-    ], loc="outside lower center", ncol=2, fontsize=7, frameon=False)
+        Line2D([], [], ls=":", color="0.3", label="verdict edges: failure-biased (red), sign-balanced (blue)"),
+    ], loc="outside lower center", ncol=3, fontsize=7, frameon=False)
     return png_bytes(fig)
 
 
@@ -573,50 +594,252 @@ class Page:
             self.blocks.append(("img", name, caption))
 
 
-def _fade_range(col: int) -> str:
-    """FADE's values of one column: the FADE-run range, then the asymmetric and symmetric rows."""
-    runs = [r[col] for r in FADE_SEC5_TABLE[:6]]
-    asym, sym = FADE_SEC5_TABLE[6][col], FADE_SEC5_TABLE[7][col]
+def _fade_range(col: int, factor: float = 1.0) -> str:
+    """FADE's values of one column (times ``factor``): the FADE-run range, then the asymmetric and
+    symmetric rows."""
+    runs = [factor * r[col] for r in FADE_SEC5_TABLE[:6]]
+    asym = tuple(factor * x for x in FADE_SEC5_TABLE[6][col])
+    sym = tuple(factor * x for x in FADE_SEC5_TABLE[7][col])
+
+    def g(x: float) -> str:
+        return f"{x:.4g}"
 
     def rng(x: Any) -> str:
         lo, hi = x
-        return f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}"
-    sym_txt = f"<{sym[1]:g}" if col == 1 else f"≈{rng(sym)}" if sym[0] == sym[1] else rng(sym)
+        return g(lo) if lo == hi else f"{g(lo)}-{g(hi)}"
+    sym_txt = f"<{g(sym[1])}" if col == 1 else f"≈{rng(sym)}" if sym[0] == sym[1] else rng(sym)
     asym_txt = f"≈{rng(asym)}" if asym[0] == asym[1] else rng(asym)
-    return f"FADE runs {min(runs):g}-{max(runs):g}; failure-biased {asym_txt}; sign-balanced {sym_txt}"
+    return f"FADE runs {g(min(runs))}-{g(max(runs))}; failure-biased {asym_txt}; sign-balanced {sym_txt}"
 
 
-def _reading(h: dict, inner: Any) -> str:
-    """Which of FADE's regimes the head update resembles (from s1/s2 and r1 alone)."""
-    s12, r1 = h.get("s1_s2"), h.get("rank1_fraction")
-    if r1 is None:
-        return "no head update to read"
-    if r1 >= 0.78 and (s12 is None or s12 > 5):
-        return ("rank-1 dominated head update: like FADE's failure-biased (asymmetric) runs and late "
-                "H* ≥ 1.0 FADE checkpoints")
-    if r1 < 0.7 and (s12 is not None and s12 < 4.2):
-        return "spread head update: like FADE's sign-balanced runs and early FADE checkpoints"
-    return "between FADE's sign-balanced and failure-biased regimes"
+#: the regimes a verdict commits to: the key used in votes -> the text of the verdict
+FAILURE_BIASED = "failure-biased regime (like FADE's asymmetric runs)"
+SIGN_BALANCED = "sign-balanced regime (like FADE's symmetric runs and its H* = 0.5 runs)"
+_REGIME_TEXT = {"failure-biased": FAILURE_BIASED, "sign-balanced": SIGN_BALANCED}
+#: the metrics that vote: (name, column of FADE_SEC5_TABLE, factor applied to FADE's column, True when the
+#: failure-biased runs have the larger values, unit)
+_VOTERS = (
+    ("OH", 1, 1, True, "%"),
+    ("r1", 3, 1, True, "%"),
+    ("s1/s2", 2, 1, True, ""),
+    ("Inner×L", 4, FADE_LAYERS, False, "%"),
+)
+#: OH and Inner×L are read only when the output head holds at most this fraction of the compared entries
+#: (FADE's sign-balanced OH bound "< 10 %"; Qwen 2.5 7B: 152,064·3,584 / 7.62e9 = 7.2 %)
+_HEAD_ENTRY_LIMIT = 0.10
+#: a checkpoint step at or below this reads no failure-biased vote from r1 or s1/s2 (FADE Table 9a: at 500
+#: steps every method's head update is rank-1 dominant)
+_EARLY_STEPS = 500
+#: a global rounding floor at or above this fraction of the measured ‖ΔW‖ (dtypes differ) reads nothing
+_FLOOR_LIMIT = 0.5
+
+
+def verdict_edges() -> dict[str, dict[str, float]]:
+    """The edges of the verdict's votes, from :data:`FADE_SEC5_TABLE` and :data:`FADE_STATED_REGIMES`.
+
+    Returns
+    -------
+    dict
+        ``{metric: {"sign-balanced": edge, "failure-biased": edge}}`` in the table's units (OH, r1 and
+        Inner×L in %, s1/s2 a ratio; Inner×L = FADE's Inner × :data:`FADE_LAYERS`).
+
+    Notes
+    -----
+    A regime's edge is its least extreme value over the rows the paper puts in that regime (the end of
+    a range nearest the other regime): for OH, r1 and s1/s2 (larger when failure-biased) the
+    failure-biased edge is the smallest such value and the sign-balanced edge the largest; for Inner×L
+    the other way round.  This gives OH ≤ 10 | ≥ 72.7 %, r1 ≤ 62 | ≥ 78 %, s1/s2 ≤ 4.10 | ≥ 5.77 and
+    Inner×L ≥ 89.6 | ≤ 26.88 % (sign-balanced | failure-biased).  Each of FADE's rows with a stated
+    regime lies inside its own regime's edges, so the edges are not tuned to any run of ours.
+    """
+    out = {}
+    for name, col, k, up, _unit in _VOTERS:
+        edges = {}
+        for regime in ("sign-balanced", "failure-biased"):
+            near_high = (regime == "sign-balanced") == up      # the end of a range nearest the other regime
+            ends = []
+            for i, reg in FADE_STATED_REGIMES.items():
+                if reg == regime:
+                    v = FADE_SEC5_TABLE[i][col]
+                    lo, hi = v if isinstance(v, tuple) else (v, v)
+                    ends.append(k * (hi if near_high else lo))
+            edges[regime] = max(ends) if near_high else min(ends)
+        out[name] = edges
+    return out
+
+
+def _inner_x_layers(c: dict) -> float | None:
+    """Inner × L of a checkpoint entry (the blocks' total share of ‖ΔW‖²); from ``per_layer`` for
+    documents written before ``inner_l2_share_x_layers`` existed."""
+    x = c.get("inner_l2_share_x_layers")
+    if x is None and c.get("per_layer"):
+        x = float(sum(pl["l2_share"] for pl in c["per_layer"]))
+    return x
+
+
+def _head_entry_fraction(c: dict) -> float | None:
+    """The output head's fraction of the compared entries (None when the entry lacks the shape or count)."""
+    h, n = c.get("output_head") or {}, c.get("n_entries")
+    shape = h.get("shape")
+    if not shape or not n:
+        return None
+    rows = h.get("rows_compared") or shape[0]
+    return float(rows * int(np.prod(shape[1:])) / n)
+
+
+def _num(x: float, unit: str) -> str:
+    return ("∞" if x == float("inf") else fmt_number(x, 3)) + (" %" if unit else "")
+
+
+def fade_regime(c: dict) -> dict[str, Any]:
+    """Which of FADE's regimes a checkpoint's update is in, or why that cannot be said.
+
+    Parameters
+    ----------
+    c : dict
+        One entry of ``doc["checkpoints"]`` of :func:`analysis.diff.diff` (read: ``output_head``
+        ``l2_share``, ``rank1_fraction``, ``s1_s2``, ``shape``, ``rows_compared``; ``inner_l2_share_x_layers``
+        or ``per_layer``; ``n_entries``, ``step``, ``dtype_differs``, ``rounding_floor``).
+
+    Returns
+    -------
+    dict
+        ``regime``: ``"failure-biased"``, ``"sign-balanced"`` or None; ``reading``: :data:`FAILURE_BIASED`,
+        :data:`SIGN_BALANCED` or ``"cannot classify: <reason>"``; ``votes``: per metric ``{"metric",
+        "value"`` (table units, None if absent), ``"vote"`` (``"failure-biased"``, ``"sign-balanced"``,
+        ``"between"`` or ``"not read"``), ``"why"`` (why not read)``}``; ``votes_text``: the votes in one line.
+
+    Notes
+    -----
+    Four metrics vote, each against the edges of :func:`verdict_edges` (inclusive): OH share, head r1,
+    head s1/s2 (σ2 = 0: s1/s2 = ∞) and Inner×L = the blocks' total share of ‖ΔW‖² (FADE's Inner × 28).
+    A value at or beyond a regime's edge votes for it, a value between the edges votes "between".
+    The verdict commits to a regime when a strict majority of the metrics that can be read vote for it
+    and none votes for the other; at least two must be readable, one of them r1 or s1/s2.  OH and
+    Inner×L nearly sum to 100 %, so they carry about one measurement: they never commit without r1 or
+    s1/s2 (with all four readable, a strict majority needs three).
+
+    Nothing is read (``cannot classify``) when the head did not change (r1 undefined) or, dtypes
+    differing, when the rounding floor is ≥ 50 % of the measured ‖ΔW‖.  Metrics are not read
+    when FADE's ranges do not apply: OH and Inner×L when the head holds more than 10 % of the
+    entries (an update of equal size per entry, roughly what Adam's normalised steps give, puts OH at
+    the head's entry fraction, so above FADE's sign-balanced bound of 10 % a spread update could not
+    read sign-balanced; Qwen 2.5 7B: 7.2 %); a failure-biased vote of r1 or s1/s2 at a known step
+    ≤ 500 (FADE Table 9a: every method's head update is rank-1 dominant at 500 steps).
+    """
+    h = c.get("output_head") or {}
+    r1 = h.get("rank1_fraction")
+    out: dict[str, Any] = {"regime": None, "votes": [], "votes_text": ""}
+    if r1 is None or h.get("l2") == 0:
+        out["reading"] = "cannot classify: no output-head update (ΔW_head = 0, r1 undefined)"
+        return out
+    floor = c.get("rounding_floor") or {}
+    ratio = floor.get("ratio_to_global_l2")
+    if c.get("dtype_differs") and ratio is not None and ratio >= _FLOOR_LIMIT:
+        out["reading"] = (f"cannot classify: casting alone produces {_pct(ratio)} of the measured ‖ΔW‖ (rounding "
+                          f"floor ≥ {_FLOOR_LIMIT:.0%}): the update is mostly dtype rounding; rerun with --cast")
+        return out
+    s12 = h.get("s1_s2")
+    if s12 is None and r1 > 0:
+        s12 = float("inf")      # σ2 = 0: an exactly rank-1 head update
+    inner_l = _inner_x_layers(c)
+    values = {"OH": _scaled(h.get("l2_share")), "r1": _scaled(r1), "s1/s2": s12, "Inner×L": _scaled(inner_l)}
+    frac, step = _head_entry_fraction(c), c.get("step")
+    edges = verdict_edges()
+    for name, _col, _k, up, _unit in _VOTERS:
+        x, e = values[name], edges[name]
+        why = None
+        if x is None:
+            vote, why = "not read", "no value"
+        else:
+            sb, fb = e["sign-balanced"], e["failure-biased"]
+            tol = 1e-9 * max(abs(sb), abs(fb))      # inclusive edges despite the % <-> fraction conversion
+            vote = ("failure-biased" if (x >= fb - tol if up else x <= fb + tol) else
+                    "sign-balanced" if (x <= sb + tol if up else x >= sb - tol) else "between")
+            if name in ("OH", "Inner×L") and frac is not None and frac > _HEAD_ENTRY_LIMIT:
+                vote, why = "not read", (f"the head holds {_pct(frac)} of the entries, > "
+                                         f"{_HEAD_ENTRY_LIMIT:.0%}: FADE's OH and Inner ranges do not apply")
+            elif name in ("r1", "s1/s2") and vote == "failure-biased" and step is not None and step <= _EARLY_STEPS:
+                vote, why = "not read", (f"step {step} ≤ {_EARLY_STEPS}: every method is rank-1 dominant "
+                                         f"then, FADE Table 9a")
+        out["votes"].append({"metric": name, "value": x, "vote": vote, "why": why})
+    out["votes_text"] = ", ".join(f"{v['metric']} → {v['vote']}" for v in out["votes"])
+    read = [v for v in out["votes"] if v["vote"] != "not read"]
+    unread = [v for v in out["votes"] if v["vote"] == "not read"]
+    unread_txt = "; not read: " + "; ".join(f"{v['metric']} ({v['why']})" for v in unread) if unread else ""
+    if len(read) < 2:
+        out["reading"] = (f"cannot classify at this depth/scale: {len(read)} of {len(_VOTERS)} metrics can be read"
+                          + unread_txt)
+        return out
+    if not any(v["metric"] in ("r1", "s1/s2") for v in read):
+        out["reading"] = ("cannot classify: of the head's shape neither r1 nor s1/s2 can be read, and OH and Inner×L "
+                          "alone nearly sum to 100 % (one measurement)" + unread_txt)
+        return out
+    count = {reg: sum(v["vote"] == reg for v in read) for reg in _REGIME_TEXT}
+    for reg, other in (("failure-biased", "sign-balanced"), ("sign-balanced", "failure-biased")):
+        if 2 * count[reg] > len(read) and count[other] == 0:
+            out["regime"], out["reading"] = reg, _REGIME_TEXT[reg]
+            return out
+    units = {name: unit for name, *_, unit in _VOTERS}
+    if count["failure-biased"] and count["sign-balanced"]:
+        out["reading"] = "cannot classify: the metrics disagree (" + "; ".join(
+            f"{v['metric']} {_num(v['value'], units[v['metric']])} → {v['vote']}" for v in read
+            if v["vote"] != "between") + ")" + unread_txt
+        return out
+    between = "; ".join(f"{v['metric']} {_num(v['value'], units[v['metric']])} (sign-balanced "
+                        f"{'≤' if up else '≥'} {fmt_number(edges[v['metric']]['sign-balanced'], 3)}, failure-biased "
+                        f"{'≥' if up else '≤'} {fmt_number(edges[v['metric']]['failure-biased'], 3)})"
+                        for v in read if v["vote"] == "between"
+                        for up in [next(u for n, _c, _k, u, _un in _VOTERS if n == v["metric"])])
+    lead = max(count, key=count.get)
+    tally = (f"votes for {lead}: {count[lead]} of {len(read)} readable metrics (a strict majority is needed)"
+             if count[lead] else f"none of the {len(read)} readable metrics votes for a regime")
+    out["reading"] = f"cannot classify: between FADE's ranges: {between}; {tally}" + unread_txt
+    return out
 
 
 def _verdict(page: Page, doc: dict, labs: list[str]) -> None:
-    """A few lines per checkpoint, each value beside FADE's Sec. 5 table (Qwen 2.5 7B)."""
+    """A few lines per checkpoint, each value beside FADE's Sec. 5 table (Qwen 2.5 7B), and the
+    regime :func:`fade_regime` reads from them with each metric's vote."""
     page.add(("h2", "Verdict"))
     rows = []
     for lab, c in zip(labs, doc["checkpoints"]):
         h = c["output_head"]
+        v = fade_regime(c)
         rows.append([lab, _pct(h.get("l2_share")), _pct(h.get("rank1_fraction")), _fmt(h.get("s1_s2")),
-                     _pct(c.get("inner_l2_share_mean")), _pct((c.get("density") or {}).get("0"), 4),
-                     _reading(h, c.get("inner_l2_share_mean"))])
+                     _pct(c.get("inner_l2_share_mean")), _pct(_inner_x_layers(c)),
+                     _pct((c.get("density") or {}).get("0"), 4), v["reading"], v["votes_text"] or "—"])
     rows.append(["FADE Sec. 5 table (Qwen 2.5 7B)", _fade_range(1) + " (%)", _fade_range(3) + " (%)",
-                 _fade_range(2), _fade_range(4) + " (%)", "not reported", ""])
-    page.add(("table", ["checkpoint", "OH share", "head r1", "head s1/s2", "Inner", "density |ΔW| > 0", "reading"],
-              rows))
+                 _fade_range(2), _fade_range(4) + " (%)", _fade_range(4, FADE_LAYERS) + " (%)", "not reported",
+                 "", ""])
+    page.add(("table", ["checkpoint", "OH share", "head r1", "head s1/s2", "Inner", "Inner × L", "density |ΔW| > 0",
+                        "verdict", "votes"], rows))
+    e = verdict_edges()
+
+    def edge(m: str, reg: str, up: bool, unit: str = " %") -> str:
+        return f"{'≥' if up == (reg == 'failure-biased') else '≤'} {fmt_number(e[m][reg], 4)}{unit}"
     page.add(("p", "OH = the output head's share of ‖ΔW‖²; r1 = σ1²/‖ΔW_head‖²; Inner = mean per-block share of "
-                   "‖ΔW‖² (the paper's Inner column, see Summary); density = fraction of entries that changed. "
-                   "FADE's values are for 7B models after thousands of steps: compare regimes, not digits."))
+                   "‖ΔW‖² (the paper's Inner column, see Summary); Inner × L = Inner times the number of blocks L: "
+                   "the blocks' total share of ‖ΔW‖², equivalently the mean block share relative to an even split "
+                   "1/L, which compares across depths (FADE's values × 28: Qwen 2.5 7B has 28 blocks); density = "
+                   "fraction of entries that changed. FADE's values are for 7B models after thousands of steps: "
+                   "compare regimes, not digits."))
+    page.add(("p", "Verdict rule: each metric votes failure-biased at or beyond the failure-biased edge (OH "
+                   f"{edge('OH', 'failure-biased', True)}, r1 {edge('r1', 'failure-biased', True)}, s1/s2 "
+                   f"{edge('s1/s2', 'failure-biased', True, '')}, Inner × L {edge('Inner×L', 'failure-biased', False)}),"
+                   f" sign-balanced at or beyond the sign-balanced edge (OH {edge('OH', 'sign-balanced', True)}, r1 "
+                   f"{edge('r1', 'sign-balanced', True)}, s1/s2 {edge('s1/s2', 'sign-balanced', True, '')}, Inner × L "
+                   f"{edge('Inner×L', 'sign-balanced', False)}), 'between' otherwise. An edge is the least extreme "
+                   "value of the FADE rows whose regime the paper states (asymmetric and symmetric runs; H* = 0.5 "
+                   "sign-balanced; H* = 1.3 at 30k failure-biased). A regime is named when a strict majority of the "
+                   "readable metrics vote for it and none for the other. Not read: OH and Inner × L when the head "
+                   f"holds more than {_HEAD_ENTRY_LIMIT:.0%} of the entries (Qwen 2.5 7B: 7.2 %); a failure-biased "
+                   f"r1 or s1/s2 at a step ≤ {_EARLY_STEPS} (FADE Table 9a: every method is rank-1 dominant at 500 "
+                   f"steps); nothing when the head did not change or the rounding floor is ≥ {_FLOOR_LIMIT:.0%} of "
+                   "‖ΔW‖."))
     page.img("verdict.png", _plot_verdict(doc, labs), "Each checkpoint (blue dots) beside FADE's Sec. 5 table "
-             "(Qwen 2.5 7B; black stars: the six FADE runs; red: failure-biased runs, blue: sign-balanced runs). "
+             "(Qwen 2.5 7B; black stars: the six FADE runs; red: failure-biased runs, blue: sign-balanced runs; "
+             "dotted: the verdict's edges). The last panel is Inner × L (FADE's Inner × 28). "
              "FADE reports no update density.")
     for lab, c in zip(labs, doc["checkpoints"]):
         if c.get("dtype_differs") and c.get("rounding_floor"):
@@ -901,6 +1124,62 @@ def _lora(page: Page, doc: dict, labs: list[str]) -> None:
                       [[r["name"], r["low_rank"]["rank"], _fmt(r["low_rank"]["scale"]), _fmt(r["l2"]),
                         _pct(r["l2_share"]), _fmt(r["s1_s2"]), _pct(r["rank1_fraction"]),
                         _pct(r["density"].get("1e-05"))] for r in low]))
+        _intruders(page, lab, a.get("intruders"), doc)
+
+
+def _intruders_reading(lab: str, s: dict, k: int) -> str:
+    """One sentence on the intruders at one ε, beside the random update of the same rank and norm."""
+    n, got, base = s["n_targets"], s["n_intruders"], s["baseline_n_intruders"]
+    if got == 0 and base == 0:
+        verdict = "neither the adapter nor a random update of its rank and norm brings new directions into the top"
+    elif got > 1.5 * base + 1:
+        verdict = ("the adapter brings in more new directions than a random update of its rank and norm: the "
+                   "intruders are its own structure, not its size")
+    elif base > 1.5 * got + 1:
+        verdict = ("a random update of the same rank and norm would bring in more: the adapter stays closer to "
+                   "the base's directions than its size alone implies")
+    else:
+        verdict = ("a random update of the same rank and norm brings in about as many: the intruders follow from "
+                   "the update's size and rank rather than from what it learned")
+    return (f"{lab}: at ε = {_fmt(s['epsilon'])}, {_fmt(got)} of the top-{k} singular vectors of the {n} updated "
+            f"matrices are intruder dimensions ({_fmt(got / n if n else None, digits=3)} per matrix, "
+            f"{s['targets_with_intruders']} of {n} matrices have one; {_pct(s['energy_share_mean'])} of the "
+            f"top-{k} energy on average), against {_fmt(base)} ({s['baseline_targets_with_intruders']} matrices, "
+            f"{_pct(s['baseline_energy_share_mean'])}) for a random update: {verdict}.")
+
+
+def _intruders(page: Page, lab: str, intr: dict | None, doc: dict) -> None:
+    """The intruder dimensions of one adapter's LoRA updates (``--geometry``), beside the random update."""
+    if not intr or not intr.get("targets"):
+        if doc.get("settings", {}).get("adapters") and not doc.get("geometry"):
+            page.add(("p", f"{lab}: intruder dimensions (arXiv 2410.21228) need the base's singular vectors: "
+                           f"rerun with --geometry."))
+        return
+    k = intr["k"]
+    page.add(("p", f"{lab}: intruder dimensions (Shuttleworth et al., arXiv 2410.21228): a top-{k} singular vector "
+                   f"of W_base + s·B·A (output side) that no singular vector of W_base resembles (|cos| < ε with "
+                   f"each). LoRA tends to create them, full fine-tuning not. Compared with the top singular "
+                   f"vectors of W_base the geometry computes (n_base per matrix; the paper uses all): 'intruders' "
+                   f"is an upper bound of the paper's count, 'certain' a lower bound. Random: the same for "
+                   f"W_base plus a Gaussian update of the adapter's rank and the same ‖ΔW‖_F (seeded)."))
+    mid = next((x for x in intr["summary"] if abs(x["epsilon"] - 0.5) < 1e-12), intr["summary"][len(intr["summary"]) // 2])
+    page.add(("p", _intruders_reading(lab, mid, k)))
+    page.add(("table", ["ε", "intruders", "certain", "per matrix", "matrices with one", "energy share (mean)",
+                        "random: intruders", "random: matrices with one", "random: energy share"],
+              [[_fmt(x["epsilon"]), _fmt(x["n_intruders"]), _fmt(x["n_intruders_certain"]),
+                _fmt(x["n_intruders"] / x["n_targets"] if x["n_targets"] else None, digits=3),
+                f"{x['targets_with_intruders']} / {x['n_targets']}", _pct(x["energy_share_mean"]),
+                _fmt(x["baseline_n_intruders"]), f"{x['baseline_targets_with_intruders']} / {x['n_targets']}",
+                _pct(x["baseline_energy_share_mean"])] for x in intr["summary"]]))
+    j = intr["epsilons"].index(mid["epsilon"])
+    top = sorted(intr["targets"], key=lambda t: (-t["by_epsilon"][j]["n_intruders"], -(t["delta_energy"] or 0)))[:12]
+    page.add(("p", f"{lab}: the matrices with the most intruders at ε = {_fmt(mid['epsilon'])}:"))
+    page.add(("table", ["matrix", "rank", "n_base", "intruders", "certain", "random", "energy share", "random",
+                        "max |cos| of y_1", "random"],
+              [[t["name"], t["rank"], t["n_base"], t["by_epsilon"][j]["n_intruders"],
+                t["by_epsilon"][j]["n_intruders_certain"], t["by_epsilon"][j]["baseline_n_intruders"],
+                _pct(t["by_epsilon"][j]["energy_share"]), _pct(t["by_epsilon"][j]["baseline_energy_share"]),
+                _fmt(t["max_cos"][0], digits=3), _fmt(t["baseline_max_cos"][0], digits=3)] for t in top]))
 
 
 # ------------------------------------------------------- geometry (--geometry)
@@ -1029,6 +1308,13 @@ def _geometry(page: Page, doc: dict, labs: list[str]) -> None:
                    "top-k subspaces of W_base and W_rl, concentration over the entries, overlap of the largest "
                    "entries with the principal and small-magnitude weights), each beside its baseline: the same "
                    "number for an isotropic random update of the same shape and norm. " + geo["aggregation"]))
+    if doc.get("settings", {}).get("adapters"):
+        page.add(("p", "LoRA adapters: the matrices an adapter updates (analysis.geometry.lora_update_geometry): "
+                       "energies from the factors B and A exactly, without forming ΔW; angles and drift from the "
+                       "top-k spectrum of W_base + s·B·A formed once as a matrix; entry concentration and ULPs "
+                       "from float64 row blocks of W_base + s·B·A (the ULPs: W_base + s·B·A rounded once to "
+                       "W_base's dtype, as a merged checkpoint stores it). DoRA and modules_to_save tensors as "
+                       "dense updates; matrices no adapter updates (ΔW = 0) are left out."))
     for lab, g in zip(labs, geo["checkpoints"]):
         page.add(("h3", f"{lab}: {g['n_matrices']} matrices"))
         for s in _geometry_reading(g):
@@ -1177,9 +1463,65 @@ def _dynamics(page: Page, doc: dict, labs: list[str]) -> None:
         page.add(("p", f"Note: {note}."))
 
 
+# ------------------------------------------------------------ policy KL (--prompts)
+#: the plain reading of the forward KL (RL's Razor, arXiv 2509.04259)
+KL_READING = "RL's Razor: forgetting tracks this forward KL, not ΔW's norm or rank"
+
+
+def _pm(x: Any, se: Any) -> str:
+    return _fmt(x) if se is None else f"{_fmt(x)} ± {_fmt(se)}"
+
+
+def _policy_kl(page: Page, doc: dict, labs: list[str]) -> None:
+    """KL between the base and each RL policy on sampled continuations (``report.json`` ``kl``,
+    :mod:`analysis.diff.kl`): both directions per checkpoint, then the prompts with the largest
+    forward KL."""
+    d = doc.get("kl")
+    if not d or not d.get("checkpoints"):
+        return
+    lab_of = {c.get("path"): lab for c, lab in zip(doc.get("checkpoints") or [], labs)}
+    page.add(("h2", "Policy KL"))
+    page.add(("p", f"{KL_READING}. RL's Razor (Shenfeld et al., arXiv 2509.04259) finds that forgetting of prior "
+                   "tasks is predicted by the forward KL between the base and the fine-tuned policy on the new task, "
+                   "E_x[KL(π_base ‖ π_RL)], and not by the norm, sparsity or rank of the weight change. Forward = "
+                   "KL(π_base ‖ π_RL) on continuations sampled from the base; reverse = KL(π_RL ‖ π_base) on "
+                   "continuations sampled from the RL checkpoint. At every sampled token: the exact KL between the two "
+                   "next-token distributions over the whole vocabulary (float64), in nats per token; a continuation's "
+                   "tokens run up to and including its stop token."))
+    rows = []
+    for c in d["checkpoints"]:
+        lab = lab_of.get(c.get("rl"), _short(c.get("rl", "")))
+        for key in ("forward", "reverse"):
+            r = c[key]
+            rows.append([lab, f"{key}: {r['divergence']}", r["sampled_from"], _pm(r["kl_token_mean"], r["kl_token_se"]),
+                         _pm(r["kl_prompt_mean"], r["kl_prompt_se"]), _pm(r["kl_sequence_mean"], r["kl_sequence_se"]),
+                         _pm(r["mc_token_mean"], r["mc_token_se"]), _fmt(r["n_tokens"]), _fmt(r["n_sequences"])])
+    page.add(("table", ["checkpoint", "divergence", "sampled from", "KL per token (pooled)", "mean of prompt means",
+                        "KL per continuation", "single-sample estimate", "tokens", "continuations"], rows))
+    st = d.get("settings") or {}
+    page.add(("p", f"± one standard error over the {_fmt(st.get('n_prompts'))} prompts. KL per continuation = the mean "
+                   "of Σ_t KL_t, the KL between the two distributions of whole continuations; the single-sample "
+                   "estimate = the mean of log p(y_t) − log q(y_t), unbiased but noisier. Sampling: "
+                   f"{_fmt(st.get('n_samples'))} continuations per prompt from each model, at most "
+                   f"{_fmt(st.get('max_new_tokens'))} new tokens, temperature {_fmt(st.get('temperature'))}, top-p "
+                   f"{_fmt(st.get('top_p'))}, seed {st.get('seed')}; models in {st.get('dtype')}; prompts: "
+                   f"{st.get('prompts')}."))
+    for c in d["checkpoints"]:
+        lab = lab_of.get(c.get("rl"), _short(c.get("rl", "")))
+        top = sorted(c.get("prompts") or [], key=lambda r: -r["forward"]["kl"])[:15]
+        if not top:
+            continue
+        page.add(("p", f"Prompts with the largest forward KL ({lab}; {len(c['prompts'])} prompts in report.json):"))
+        page.add(("table", ["prompt", "source", "forward KL / token", "reverse KL / token", "tokens (fwd / rev)"],
+                  [[(r["prompt"] if len(r["prompt"] or "") <= 60 else r["prompt"][:57] + "...")
+                    if r.get("prompt") is not None else f"{_fmt(r['n_prompt_tokens'])} token ids", r.get("source", ""),
+                    _fmt(r["forward"]["kl"]), _fmt(r["reverse"]["kl"]),
+                    f"{_fmt(r['forward']['n_tokens'])} / {_fmt(r['reverse']['n_tokens'])}"] for r in top]))
+
+
 #: the sections of a diff report, in order
 _SECTIONS = (_verdict, _overview, _precision, _lora, _summary, _density, _output_head, _layers, _geometry, _experts,
-             _alignment, _clustering, _dynamics)
+             _alignment, _clustering, _dynamics, _policy_kl)
 
 
 def _blocks(doc: dict) -> tuple[list[Block], dict[str, bytes]]:
@@ -1209,9 +1551,15 @@ def write_report(doc: dict, out: str | os.PathLike, *, overwrite: bool = False) 
             atomic_write(tmp / name, lambda p, d=data: Path(p).write_bytes(d))
         atomic_write_text(tmp / "report.md", render_markdown(title, blocks))
         atomic_write_text(tmp / "report.html", render_html(title, blocks, images))
-        atomic_write_text(tmp / "report.json", to_json(doc))
+        atomic_write_text(tmp / "report.json", to_json(_with_verdicts(doc)))
 
     return atomic_dir(out, build, markers=None if overwrite else REPORT_MARKERS)
+
+
+def _with_verdicts(doc: dict) -> dict:
+    """``doc`` with every checkpoint's :func:`fade_regime` under ``"verdict"`` (report.json; ``doc``
+    itself is not changed)."""
+    return {**doc, "checkpoints": [{**c, "verdict": fade_regime(c)} for c in doc["checkpoints"]]}
 
 
 # ------------------------------------------------------------ hidden states

@@ -664,7 +664,8 @@ def _gram32(st: _Stream, k: int, r: int, p: int) -> tuple:
     V = W @ Zt.T[:, :max(r, 1)]
     U = None
     if r > 0:
-        U = st.matmul(V[:, :r])[0] / s[:r]
+        U = st.matmul(V[:, :r])[0]
+        U /= s[:r]                       # in place: no second m × r array
     return s[:k], fro2, U, V[:, :r]
 
 
@@ -719,11 +720,15 @@ def _unscale(s: Arr, fro: float, shift: int) -> tuple[Arr, float]:
 
 
 def _fix_signs(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Make the largest-|entry| of each column of ``u`` positive (first on ties); flip ``v``."""
-    idx = np.argmax(np.abs(u), axis=0)
+    """Make the largest-|entry| of each column of ``u`` positive (first on ties); flip ``v``
+    (in place: ``u`` and ``v`` are :func:`spectrum`'s own copies)."""
+    idx = np.concatenate([np.argmax(np.abs(u[:, j:j + 16]), axis=0) for j in range(0, u.shape[1], 16)]
+                         ).astype(np.intp)     # 16 columns at a time: no m × r temporary
     sgn = np.sign(u[idx, np.arange(u.shape[1])])
     sgn[sgn == 0] = 1.0
-    return u * sgn, v * sgn
+    u *= sgn
+    v *= sgn
+    return u, v
 
 
 # ------------------------------------------------------------------ spectrum
@@ -843,7 +848,9 @@ def spectrum(W: Any, k: int | None = None, *, n_vectors: int = 0, method: str = 
     u = v = None
     if r > 0:
         U, V = (V, U) if transposed else (U, V)
-        u, v = _fix_signs(_to_np(U)[:, :r], _to_np(V)[:, :r])
+        u, v = _to_np(U)[:, :r], _to_np(V)[:, :r]
+        del U, V                          # the algorithm's arrays, before the in-place sign flips
+        u, v = _fix_signs(u, v)
         u.setflags(write=False)
         v.setflags(write=False)
     s_np.setflags(write=False)

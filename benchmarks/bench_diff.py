@@ -1,7 +1,7 @@
 """Benchmark: checkpoint diff of a Qwen2.5-shaped random bf16 pair.
 
     python benchmarks/bench_diff.py [--shape 0.5b|7b|tiny] [--device auto|cpu|cuda] [--top-k 64]
-        [--workdir DIR] [--no-baseline] [--record] [--lora RANK] [--layers all|head] [--profile]
+        [--workdir DIR] [--no-baseline] [--record] [--lora RANK] [--layers all|head] [--geometry] [--profile]
 
 Builds (once, cached in ``--workdir``) a base and an "RL" checkpoint with the tensor names
 and shapes of Qwen2.5-0.5B (24 layers, d = 896, vocab 151,936, tied head), Qwen2.5-7B
@@ -33,6 +33,8 @@ recorded (``--record``, default for ``7b``) in ``bench_diff_lora<RANK>_<shape>_<
 the device into ``benchmarks/results/bench_diff_<shape>_<device>.json`` (``--layers head``:
 ``bench_diff_<shape>_head_<device>.json``), with the load average at start and end.
 ``--layers head`` times the head-only diff (SVD metrics of the output head only);
+``--geometry`` adds the geometry pass (``diff(..., geometry=True)``: where every matrix's update
+lies relative to the base; recorded as ``bench_diff_<shape>[_head]_geometry_<device>.json``);
 ``--profile`` prints the diff's time per phase (its ``timings_s``).
 """
 
@@ -209,11 +211,12 @@ def run_read(base: str, rl: str) -> dict:
     return {"time_s": time.perf_counter() - t0, "bytes": nbytes}
 
 
-def run_ours(base: str, rl: str, device: str, top_k: int, layers: str = "all") -> dict:
+def run_ours(base: str, rl: str, device: str, top_k: int, layers: str = "all", geometry: bool = False) -> dict:
     from analysis import diff as checkpoint_diff
 
     t = time.perf_counter()
-    doc = checkpoint_diff.diff(base, [rl], device=device, top_k=top_k, layers=layers, progress=False)
+    doc = checkpoint_diff.diff(base, [rl], device=device, top_k=top_k, layers=layers, progress=False,
+                               geometry=geometry)
     el = time.perf_counter() - t
     c = doc["checkpoints"][0]
     return {"time_s": el, "device": doc["device"], "threads": doc["run"]["threads"],
@@ -294,7 +297,7 @@ def _child(args: argparse.Namespace) -> None:
         import transformers  # noqa: F401
     rss_imports = _rss_mb()
     fn = {"read": lambda: run_read(args.base, args.rl),
-          "ours": lambda: run_ours(args.base, args.rl, args.device, args.top_k, args.layers),
+          "ours": lambda: run_ours(args.base, args.rl, args.device, args.top_k, args.layers, args.geometry),
           "transformers": lambda: run_transformers(args.base, args.rl, args.device),
           "read_base": lambda: run_read_base(args.base),
           "lora": lambda: run_lora(args.base, args.rl, args.device, args.top_k)}[args.child]
@@ -310,7 +313,7 @@ def _child(args: argparse.Namespace) -> None:
 def _spawn(variant: str, base: Path | None, rl: Path | None, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, __file__, "--child", variant, "--base", str(base), "--rl", str(rl),
            "--device", args.device, "--top-k", str(args.top_k), "--shape", args.shape, "--workdir", args.workdir,
-           "--layers", args.layers]
+           "--layers", args.layers] + (["--geometry"] if args.geometry else [])
     if args.lora:
         cmd += ["--lora", str(args.lora)]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -333,6 +336,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="time a synthetic rank-RANK LoRA adapter on all linear layers against the base")
     ap.add_argument("--layers", choices=("all", "head"), default="all",
                     help="SVD metrics of every 2-D weight (all, default) or of the output head only (head)")
+    ap.add_argument("--geometry", action="store_true",
+                    help="add the geometry pass (where every matrix's update lies relative to the base)")
     ap.add_argument("--profile", action="store_true",
                     help="print the diff's time per phase (timings_s: read, difference, norms and densities, "
                          "head spectrum, other spectra, ...)")
@@ -388,9 +393,10 @@ def main(argv: list[str] | None = None) -> None:
         out = ROOT / "benchmarks" / "results"
         out.mkdir(parents=True, exist_ok=True)
         dev = o["device"].split(" ")[0].replace(":", "")
-        f = out / f"bench_diff_{args.shape}{'_head' if args.layers == 'head' else ''}_{dev}.json"
+        f = out / (f"bench_diff_{args.shape}{'_head' if args.layers == 'head' else ''}"
+                   f"{'_geometry' if args.geometry else ''}_{dev}.json")
         rec = {"shape": args.shape, "device": o["device"], "cpus": os.cpu_count(), "load_average": load,
-               "load_average_after": load_after, "layers": args.layers,
+               "load_average_after": load_after, "layers": args.layers, "geometry": args.geometry,
                "top_k": args.top_k, "params_per_checkpoint": n_params, "results": res,
                "time_over_read": o["time_s"] / res["read"]["time_s"],
                "date": time.strftime("%Y-%m-%d %H:%M:%S")}

@@ -1,8 +1,8 @@
 """``rlvr-figures list | make NAME... --out DIR | make --all [--full] | check [--full] | guide | gallery``
 (also ``python -m figures``).
 
-``check`` makes the figures and puts every paper claim next to ours (pass / explained / not
-reproducible here / fail) in one table, written to ``OUT/claims.txt`` and ``OUT/claims.csv`` and to
+``check`` makes the figures and puts every paper claim next to ours (pass / depends / explained /
+underpowered / not reproducible here / fail) in one table, written to ``OUT/claims.txt`` and ``OUT/claims.csv`` and to
 ``docs/reproduction.md``; it prints one summary line (figures made, claims by status, time), each
 failed claim in full and where the table went (``--verbose``: also a line per figure and the whole
 table), and exits 1 when a claim fails without an explanation.  An existing table that already holds the same claims at
@@ -53,7 +53,8 @@ from . import guide, registry
 __all__ = ["main", "main_exit", "build_parser"]
 
 PROG = "rlvr-figures"
-_MARK = {"pass": "ok  ", "explained": "note", registry.NOT_HERE: "n/a ", "fail": "FAIL"}
+_MARK = {"pass": "ok  ", "depends": "part", "explained": "note", "underpowered": "weak", registry.NOT_HERE: "n/a ",
+         "fail": "FAIL"}
 
 
 def _list(args: argparse.Namespace) -> str:
@@ -76,7 +77,7 @@ def _make(args: argparse.Namespace) -> int:
             print(f"{name}: " + ", ".join(str(p) for p in paths))
             for c in claims:
                 print(f"  [{_MARK[c.status]}] {c.claim} ({c.source}): paper {fmt_number(c.paper)}, ours {fmt_number(c.ours)}"
-                      + (f" -- {c.note}" if c.note else ""))
+                      + (f" -- {c.shown_note}" if c.shown_note else ""))
     if failed and not args.quiet:
         print(f"{failed} claim(s) did not reproduce and have no explanation; see the .claims.csv files")
     return 0
@@ -103,7 +104,7 @@ def _check(args: argparse.Namespace) -> int:
     n_fig, secs = table.attrs.get("figures", table.figure.nunique()), table.attrs.get("seconds", 0.0)
     took = f"{secs:.0f} s" if secs < 90 else f"{int(secs // 60)} min {secs % 60:02.0f} s"
     print(f"{n_fig} figure{'s' if n_fig != 1 else ''} made in {took}; {len(table)} claims: "
-          + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in ("pass", "explained", registry.NOT_HERE, "fail")))
+          + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in registry.STATUSES))
     if not args.quiet:
         for r in table[table.status == "fail"].itertuples():
             print(f"  FAIL {r.figure}: {r.claim} ({r.source}): paper {fmt_number(r.paper)}, ours "

@@ -136,7 +136,7 @@ def guide_table(p: Sequence[float] = GUIDE_P, G: Sequence[int] = GUIDE_G,
     ``X ~ Binom(G, p)`` (so the groups without signal count, with their zero or non-zero
     weights): ``m_S``, ``m_F`` (:func:`rlvr_theory.masses.exact`), ``sign_ratio`` = m_S/m_F
     and ``rho`` = m_S·p/(m_F·q) (FADE Table 7; :func:`~rlvr_theory.masses.advantage_ratio`
-    with ``exact=True``), ``abs_sum`` = E[Σ_i|A_i|] per group (A-GRAE Theorem 2),
+    with ``exact=True``), ``abs_adv_sum`` = E[Σ_i|A_i|] per group of ``G`` rollouts (A-GRAE Theorem 2),
     ``rel_var`` = Var(w(p̂))/w(p)² of the weight w = m_S (m_F where m_S is identically 0;
     FADE Eq. 28-31, :func:`~rlvr_theory.variance.relative_weight_variance` with
     ``method="exact"``), ``weight`` (which mass that is); per (G, p), the same for every
@@ -169,7 +169,7 @@ def guide_table(p: Sequence[float] = GUIDE_P, G: Sequence[int] = GUIDE_G,
             rows.append(pd.DataFrame({
                 "family": family_label(name, params), "advantage": name, "params": param_flags(params),
                 "G": g, "p": pa, "m_S": ms, "m_F": mf, "sign_ratio": sign, "rho": rho,
-                "abs_sum": g * mean_abs, "rel_var": rel, "weight": which,
+                "abs_adv_sum": g * mean_abs, "rel_var": rel, "weight": which,
                 "zero_signal": 1.0 - np.asarray(tail_miss.active(pa, g)), "all_wrong": tail_miss.coverage_factor(pa, g),
                 "tail_miss": tail_miss.probability(pa, tau, g),
                 "miss_given_active": tail_miss.miss_given_active(pa, tau, g),
@@ -225,19 +225,21 @@ def guide_markdown(t: pd.DataFrame | None = None) -> str:
     out += [f"| `{r.family}` | `{r.advantage}` | {('`' + r.params + '`') if r.params else '(defaults)'} |"
             for r in flags.itertuples()]
     for g in Gs:
-        out += ["", f"**Table 3{'abcdefgh'[Gs.index(g)]} — masses m_S / m_F at G = {g}** (difficulty "
-                "focus: where the mass peaks in p; sign: which of the two is larger).", ""]
+        out += ["", f"**Table 3{'abcdefgh'[Gs.index(g)]} — masses m_S / m_F at G = {g}, exact** (the "
+                "finite-G expectation, not the plug-in closed form at p̂ = p; difficulty focus: where the mass "
+                "peaks in p; sign: which of the two is larger).", ""]
         out += _wide(t, "m_S", [g], ps, lambda r: f"{_cell(r.m_S)} / {_cell(r.m_F)}")
-    out += ["", "**Table 4 — sign ratio m_S/m_F** (> 1 success-biased, < 1 failure-biased; FADE Sec. 4.1: "
-            "the entropy drift is η(m_S − m_F)·H).", ""]
+    out += ["", "**Table 4 — sign ratio m_S/m_F, exact** (of the exact masses; > 1 success-biased, < 1 "
+            "failure-biased; FADE Sec. 4.1: the entropy drift is η(m_S − m_F)·H).", ""]
     out += _wide(t, "sign_ratio", Gs, ps)
     odds = ", ".join(_cell(p / (1 - p)) if p < 1 else "∞" for p in ps)
-    out += ["", "**Table 5 — advantage ratio ρ = m_S·p/(m_F·q)** (FADE Table 7; p/(1−p) for every "
-            f"sign-balanced family: {odds}).", ""]
+    out += ["", "**Table 5 — advantage ratio ρ = m_S·p/(m_F·q), exact** (of the exact masses; FADE Table 7 "
+            f"prints the plug-in; p/(1−p) for every sign-balanced family: {odds}).", ""]
     out += _wide(t, "rho", Gs, ps)
-    out += ["", "**Table 6 — update magnitude E[Σ_i |A_i|] per group** (A-GRAE Theorem 2: "
-            "2G·sqrt(p(1−p)) for a GRPO group with solve rate p; the scale axis of FADE Sec. 1).", ""]
-    out += _wide(t, "abs_sum", Gs, ps)
+    out += ["", "**Table 6 — update magnitude Σ_i |A_i| per group of G rollouts, exact** (E over X; "
+            "`abs_adv_sum` in every table and report of this toolkit; A-GRAE Theorem 2: 2G·sqrt(p̂(1−p̂)) for a "
+            "GRPO group with p̂ = X/G; the scale axis of FADE Sec. 1).", ""]
+    out += _wide(t, "abs_adv_sum", Gs, ps)
     out += ["", "**Table 7 — relative weight-estimation variance Var(w(p̂))/w(p)²** of the weight w = m_S "
             "(m_F for `grpo_n`, whose m_S is 0) evaluated at p̂ = X/G (FADE Eq. 28-31, exact over X).", ""]
     out += _wide(t, "rel_var", Gs, ps)
@@ -292,7 +294,7 @@ WHAT: dict[str, str] = {
                       "p̂ = x/G; the table behind it is in [choosing_an_advantage.md](choosing_an_advantage.md)",
 }
 
-_STATUS_ORDER = ("pass", "explained", registry.NOT_HERE, "fail")
+_STATUS_ORDER = registry.STATUSES
 
 
 def figure_description(name: str) -> str:

@@ -48,9 +48,29 @@ if TYPE_CHECKING:  # imported where used: `rlvr-figures --help` loads no pandas
 __all__ = ["Claim", "FigureSpec", "register", "unregister", "registered", "get", "names", "make", "check",
            "claim_number", "reproduction_markdown", "parse_reproduction_markdown", "same_at_claim_precision",
            "same_at_shown_precision", "write_reproduction", "check_table_text", "write_check_table",
-           "CHECK_TABLE", "NOT_HERE"]
+           "CHECK_TABLE", "NOT_HERE", "STATUSES", "VERDICTS", "STATUS_MEANING"]
 
 NOT_HERE = "not reproducible here"
+
+
+#: the verdicts a figure module may set on a claim that does not pass (:attr:`Claim.verdict`)
+VERDICTS = ("depends", "underpowered")
+
+#: every status a claim can have, in the order the summaries list them
+STATUSES = ("pass", "depends", "explained", "underpowered", NOT_HERE, "fail")
+
+#: what each status means (the preamble of docs/reproduction.md and the protocol, docs/protocol.md)
+STATUS_MEANING = {
+    "pass": "holds (|ours − paper| ≤ tol) at the paper's settings or across the grid of the settings "
+            "the paper leaves open",
+    "depends": "holds on part of the grid only: the note says where, with the numbers",
+    "explained": "fails across the grid, and a derivation or a stated difference of setting says why "
+                 "(e.g. a misprint shown by derivation)",
+    "underpowered": "no detectable effect, and the smallest effect the experiment could detect "
+                    "(2 s.e. of the difference) is larger than the paper's effect",
+    NOT_HERE: "needs the papers' 7B-scale RL runs or data that are not published; the note says which",
+    "fail": "differs, unexplained",
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +83,39 @@ class Claim:
     ``status`` is then ``"explained"`` instead of ``"fail"``.  A claim that only holds at
     paper scale (e.g. 7B RL runs) has ``ours = nan`` and the reason in ``note``; its status is
     ``"not reproducible here"``.
+
+    Parameters
+    ----------
+    claim, source : str
+        What the paper states, and where (short paper name and figure, table or section).
+    paper, ours, tol : float
+        The paper's number, ours, and the absolute tolerance the claim is checked at.
+    note : str, optional
+        Why a claim that does not pass differs (required with ``verdict``).
+    verdict : {"", "depends", "underpowered"}, optional
+        ``""`` (default): the status follows from the numbers and the note.  ``"depends"``: the
+        claim holds on part of the grid of settings the paper leaves open (the note says where,
+        with the numbers).  ``"underpowered"``: no detectable effect, and the smallest effect the
+        experiment could detect (2 s.e. of the difference) is larger than the paper's.  Either
+        needs a ``note``; a claim that passes is ``"pass"`` whatever its verdict.
+    tested_at : str, optional
+        The settings the claim was tested at (e.g. ``"lr ∈ {1e-4, 3e-4, 1e-3}, 10 seeds"``),
+        shown after the note (:attr:`shown_note`).
+
+    Raises
+    ------
+    ValueError
+        ``verdict`` not one of the allowed values, or given without a ``note``.
+
+    Examples
+    --------
+    >>> Claim("c", "s", 1.0, 0.0, 0.1, note="holds at lr 0.1 only", verdict="depends",
+    ...       tested_at="lr ∈ {0.03, 0.1}").status
+    'depends'
+    >>> Claim("c", "s", 1.0, 0.0, 0.1, verdict="depends")
+    Traceback (most recent call last):
+    ...
+    ValueError: verdict='depends' needs a note saying where the claim holds or what it could detect
     """
 
     claim: str
@@ -71,6 +124,16 @@ class Claim:
     ours: float
     tol: float
     note: str = ""
+    verdict: str = ""
+    tested_at: str = ""
+
+    def __post_init__(self) -> None:
+        if self.verdict not in ("", *VERDICTS):
+            raise ValueError(f"verdict: {self.verdict!r} is not allowed; allowed: '', "
+                             + ", ".join(repr(v) for v in VERDICTS))
+        if self.verdict and not self.note:
+            raise ValueError(f"verdict={self.verdict!r} needs a note saying where the claim holds or what "
+                             "it could detect")
 
     @property
     def passed(self) -> bool:
@@ -78,13 +141,29 @@ class Claim:
 
     @property
     def status(self) -> str:
-        """``"pass"``, ``"explained"`` (fails, with a note), ``"not reproducible here"`` (``ours``
-        is NaN, with the reason in the note) or ``"fail"``."""
+        """One of :data:`STATUSES`: ``"pass"``; else ``"not reproducible here"`` (``ours`` is
+        NaN, with the reason in the note); else the ``verdict`` (``"depends"``,
+        ``"underpowered"``) where one is set; else ``"explained"`` (fails, with a note) or
+        ``"fail"``."""
         if self.passed:
             return "pass"
         if self.note and self.ours != self.ours:  # NaN: paper-scale only
             return NOT_HERE
+        if self.verdict:
+            return self.verdict
         return "explained" if self.note else "fail"
+
+    @property
+    def shown_note(self) -> str:
+        """The note as the tables show it: ``note``, then ``Tested at: …`` where ``tested_at`` is set.
+
+        >>> Claim("c", "s", 1.0, 2.0, 0.1, note="misprint.", tested_at="lr 0.1").shown_note
+        'misprint. Tested at: lr 0.1.'
+        """
+        if not self.tested_at:
+            return self.note
+        sep = " " if self.note.rstrip().endswith((".", ";", ":")) or not self.note else ". "
+        return (self.note.rstrip() + sep if self.note else "") + f"Tested at: {self.tested_at.rstrip('.')}."
 
 
 @dataclass(frozen=True)
@@ -207,7 +286,7 @@ def make(name: str, out_dir: str | os.PathLike, *, pdf: bool = False, full: bool
     import pandas as pd
 
     cdf = pd.DataFrame([{"claim": c.claim, "source": c.source, "paper": c.paper, "ours": c.ours, "tol": c.tol,
-                         "passed": c.passed, "status": c.status, "note": c.note} for c in claims], columns=cols)
+                         "passed": c.passed, "status": c.status, "note": c.shown_note} for c in claims], columns=cols)
     names: list[str] = []
 
     def write_into(folder: Path) -> None:
@@ -250,7 +329,7 @@ def check(names_: list[str] | None, out_dir: str | os.PathLike, *, full: bool = 
             progress(name)
         _, claims = make(name, out_dir, full=full)
         rows += [{"figure": name, "claim": c.claim, "source": c.source, "paper": c.paper, "ours": c.ours,
-                  "tol": c.tol, "status": c.status, "note": c.note} for c in claims]
+                  "tol": c.tol, "status": c.status, "note": c.shown_note} for c in claims]
     import pandas as pd
 
     table = pd.DataFrame(rows, columns=["figure", "claim", "source", "paper", "ours", "tol", "status", "note"])
@@ -286,7 +365,6 @@ def write_check_table(out_dir: str | os.PathLike, table: pd.DataFrame) -> list[P
 
 
 _COLUMNS = ["figure", "claim", "source", "paper", "ours", "tol", "status", "note"]
-_STATUSES = ("pass", "explained", NOT_HERE, "fail")
 
 #: how docs/reproduction.md rounds its numbers (also its header)
 ROUNDING_RULE = (
@@ -295,6 +373,20 @@ ROUNDING_RULE = (
     "tol/10 (the shown value is within tol/20 of the computed one) and shown with at most 6 "
     "significant digits; claims with tol = 0 (exact comparisons) show 6 significant digits; "
     "`tol` is shown as written in the figure module; `—` is no value.")
+
+
+#: the experiment protocol, the preamble of docs/reproduction.md (the grids: docs/protocol.md)
+PROTOCOL = (
+    "Protocol.  For every experiment behind a claim, the settings the paper fixes are taken as given; the "
+    "settings it leaves open (learning rate, optimizer, reduction, base advantage, steps, group size where "
+    "not stated) are swept over a grid fixed before the runs: at least our default, the paper's nearest "
+    "stated value and one value on each side.  Where the paper's method admits two readings, each reading "
+    "is its own claim row.  A null result states the smallest effect the experiment could detect (2 s.e. "
+    "of the difference) next to the paper's effect, and where the paper describes a mechanism (a collapse "
+    "trajectory, an entropy rise) the note reports whether the run shows it.  A note ends with the "
+    "settings its claim was tested at (`Tested at: …`).  The grid of each experiment: "
+    "[protocol.md](protocol.md) (toy and simulation figures) and "
+    "[seed_experiments.md](seed_experiments.md) (the tiny-trainer experiments).")
 
 
 def claim_number(x: float, tol: float) -> str:
@@ -344,18 +436,22 @@ def reproduction_markdown(table: pd.DataFrame, *, full: bool = False) -> str:
     '| fig | a claim | Two-Stage Fig. 1 | 0.63 | 0.6301 | 0.005 | pass |  |'
     """
     counts = table.status.value_counts()
-    summary = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in _STATUSES)
+    summary = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in STATUSES)
     lines = [
         "# Reproduction report: every paper number next to ours",
         "",
         "Generated by `rlvr-figures check" + (" --full" if full else "") + "` (also the last step of "
         "`make figures`); do not edit by hand.  Each row is a number stated by one of the five papers "
         "(`source`, short names as in [papers.md](papers.md)), recomputed by the figure module named in "
-        "`figure`; the [gallery](figures.md#gallery) shows each figure with these claims.  `status`: **pass** "
-        "(|ours − paper| ≤ tol), **explained** (differs; the note says why, e.g. a misprint shown by "
-        "derivation), **not reproducible here** (needs the papers' 7B-scale RL runs; the note says "
-        "which), **fail** (differs, unexplained).  Simulation figures use their quick presets"
+        "`figure`; the [gallery](figures.md#gallery) shows each figure with these claims.  Simulation figures "
+        "use their quick presets"
         + (" at paper scale (`--full`)." if full else "; `rlvr-figures check --full` runs the paper-scale sweeps."),
+        "",
+        PROTOCOL,
+        "",
+        "`status`, in the order the summary counts them:",
+        "",
+        *(f"- **{s}**: {STATUS_MEANING[s]}." for s in STATUSES),
         "",
         ROUNDING_RULE,
         "",

@@ -26,6 +26,10 @@ What every command line of the toolkit does the same way:
   would otherwise end in a traceback with status 0, or a silent death by the signal);
 * **a closed pipe** (``rlvr-theory list --json | head -1``) ends quietly with status 141, as
   ``head``'s other producers do;
+* **warnings** do not break progress bars (:func:`routed_warnings`): deprecation notices
+  (``DeprecationWarning``, ``PendingDeprecationWarning``, ``FutureWarning``: mostly transformers'
+  and torch's) are printed once each after the command, the others (the library's own, e.g.
+  ``BaseIdentityWarning``) at once, with the bars cleared around them;
 * **threads**: ``--threads N`` (every command that computes) sets torch's intra-op threads
   (when torch is in use) and the BLAS/OpenMP pools; the default is :func:`default_threads`;
 * **parameters** of an advantage or schedule: a repeatable ``--param NAME=VALUE``
@@ -61,13 +65,14 @@ import signal
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .registry import close_name, did_you_mean
 
 __all__ = [
-    "run", "console", "error_message", "os_error_message", "add_param_option", "parse_params", "add_threads_option",
+    "run", "console", "routed_warnings", "error_message", "os_error_message", "add_param_option", "parse_params", "add_threads_option",
     "default_threads", "apply_threads", "add_overwrite_option", "add_run_options", "add_settings", "given_settings",
 ]
 
@@ -269,6 +274,55 @@ def _suggest_choices(parser: argparse.ArgumentParser) -> None:
                 _suggest_choices(sub)
 
 
+#: warning categories held back and shown once each after the command: the deprecation notices of
+#: dependencies (transformers, torch), printed in the middle of a progress bar, cut it in two
+DEFERRED_WARNINGS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+
+
+@contextlib.contextmanager
+def routed_warnings() -> typing.Iterator[None]:
+    """Inside the block, warnings keep out of the progress bars: one of
+    :data:`DEFERRED_WARNINGS` is held back and shown once (per category and text) when the block
+    ends, also on an error; any other warning (the library's own, e.g.
+    :class:`analysis.diff.lora.BaseIdentityWarning`) is shown at once, with the tqdm bars cleared
+    before and redrawn after it (``tqdm.external_write_mode``).  Which warnings are shown at all
+    is still decided by the warning filters; they are shown through the ``warnings.showwarning``
+    in force when the block starts (so ``pytest.warns`` and ``catch_warnings(record=True)`` still
+    record them), which is put back at the end.
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as seen:
+    ...     warnings.simplefilter("always")
+    ...     with routed_warnings():
+    ...         for _ in range(3):
+    ...             warnings.warn("old API", FutureWarning)
+    ...         warnings.warn("check the base", UserWarning)
+    >>> [str(w.message) for w in seen]
+    ['check the base', 'old API']
+    """
+    previous = warnings.showwarning
+    held: dict[tuple[str, str], tuple[Any, ...]] = {}
+
+    def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
+             line: str | None = None) -> None:
+        if issubclass(category, DEFERRED_WARNINGS):
+            held.setdefault((category.__name__, str(message)), (message, category, filename, lineno, file, line))
+            return
+        tqdm = sys.modules.get("tqdm")
+        clear = tqdm.tqdm.external_write_mode(file=sys.stderr) if hasattr(tqdm, "tqdm") else contextlib.nullcontext()
+        with clear:
+            previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        if warnings.showwarning is show:
+            warnings.showwarning = previous
+        for item in held.values():
+            previous(*item)
+
+
 def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
     for act in parser._actions:
         if isinstance(act, argparse._SubParsersAction):
@@ -309,7 +363,8 @@ def run(prog: str, build_parser: Callable[[], argparse.ArgumentParser],
         if func is None:  # pragma: no cover - every parser sets one
             parser.print_usage(sys.stderr)
             return EXIT_USAGE
-        result = func(args)
+        with routed_warnings():
+            result = func(args)
         if isinstance(result, str):
             sys.stdout.write(result if result.endswith("\n") else result + "\n")
             result = 0

@@ -66,7 +66,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rlvr_plumbing import checks
-from rlvr_plumbing.registry import Registry
+from rlvr_plumbing.registry import Registry, did_you_mean
 
 __all__ = [
     "Advantage",
@@ -391,13 +391,22 @@ class Advantage:
     #: families of this module, false for a family registered elsewhere (set it True once its
     #: ``_compute`` uses ``g.total``/``g.top``/... instead of reducing ``g.r`` itself)
     compressible: ClassVar[bool | None] = None
+    #: for a family of kind ``"exact"`` that is group-level and compressible: the closed form at any
+    #: ``p`` in (0, 1) equals the definition on a group of ``G`` rollouts holding ``pG`` successes and
+    #: ``(1−p)G`` failures as fractional counts, so :func:`rlvr_theory.masses.plugin` gives the plug-in
+    #: masses without sympy (:meth:`is_plugin_by_counts`); ``None``: true for the families of this
+    #: module (checked for each by tests/rlvr_theory/test_plugin.py), false for a family registered
+    #: elsewhere unless it sets True; False where the definition is not smooth in the counts (the
+    #: quantile families at small G)
+    plugin_by_counts: ClassVar[bool | None] = None
 
     def __init__(self, reward_values: tuple[float, float] = (0.0, 1.0), **params: Any):
         unknown = set(params) - set(self.defaults)
         if unknown:
             allowed = ", ".join(sorted(self.defaults)) or "none"
+            hint = did_you_mean(sorted(unknown)[0], self.defaults) if len(unknown) == 1 else ""
             raise ValueError(
-                f"{self.name}: unknown parameter(s) {', '.join(sorted(unknown))}; allowed: {allowed}"
+                f"{self.name}: unknown parameter(s) {', '.join(sorted(unknown))}; allowed: {allowed}{hint}"
             )
         merged = {**self.defaults, **params}
         rv = check_reward_values(reward_values)
@@ -528,6 +537,12 @@ class Advantage:
             return bool(self.compressible)
         return all(getattr(getattr(type(self), m, None), "__module__", __name__) == __name__
                    for m in ("_compute", "_scale", "default_lengths", "population_advantages", "_population"))
+
+    def is_plugin_by_counts(self) -> bool:
+        """Whether :func:`rlvr_theory.masses.plugin` evaluates the closed form from the definition
+        on fractional counts (:attr:`plugin_by_counts`): kind ``"exact"``, group-level, compressible."""
+        flag = self.plugin_by_counts if self.plugin_by_counts is not None else type(self).__module__ == __name__
+        return bool(flag) and self.kind == "exact" and not self.batch_level and self.is_compressible()
 
     def _finite(self, g: Group, lengths: np.ndarray | None, A: np.ndarray) -> np.ndarray:
         """``A`` if finite where the group has rollouts, else the usable reward range as ``ValueError``."""
@@ -1138,6 +1153,7 @@ class Quantile(Advantage):
     description = "τ-quantile of the group rewards as baseline"
     source = "Dabney et al. 2018; FADE App. 8.6"
     defaults = {"tau": 0.5}
+    plugin_by_counts = False  # the τ-quantile of fractional counts jumps elsewhere than 1[p ≤ 1−τ] (G = 3)
     erratum = ("FADE App. 8.6 writes Q_τ = 0 iff p ≤ τ; the τ-quantile of a binary sample is 0 iff "
                "p ≤ 1 − τ. Both agree at τ = 1/2 (median, MC-GRPO); we use 1 − τ.")
 

@@ -97,9 +97,18 @@ def _cmd_masses(args: argparse.Namespace) -> str:
     if args.reward_values is not None:
         kw["reward_values"] = tuple(args.reward_values)
     adv = advantages.get(args.advantage, **kw)
-    cf = masses.closed_form(adv, args.p, args.G)
-    ex = masses.exact(adv, args.p, args.G)
-    out = {
+    pa = masses.check_p(args.p)
+    G = masses.check_group_size(args.G, adv)
+    # the plug-in through masses.plugin: no sympy unless the family's closed form is needed (or
+    # --symbolic); the ratios at reward values (0, 1), free of the scale, as masses.table does
+    u = masses._unit(adv) or adv
+    cf_u, ex_u = masses.plugin(u, pa, G), masses.exact(u, pa, G)
+    cf = cf_u if u is adv else masses.plugin(adv, pa, G)
+    ex = ex_u if u is adv else masses.exact(adv, pa, G)
+    sign, rho, sign_x, rho_x = (float(masses._ratios(u, pa, G, m, use_exact, rho=r))
+                                for m, use_exact, r in ((cf_u, False, False), (cf_u, False, True),
+                                                        (ex_u, True, False), (ex_u, True, True)))
+    out: dict[str, Any] = {
         "advantage": adv.name,
         "params": adv.params,
         "reward_values": list(adv.reward_values),
@@ -108,24 +117,28 @@ def _cmd_masses(args: argparse.Namespace) -> str:
         "G": args.G,
         "closed_form": {"m_S": float(cf.m_S), "m_F": float(cf.m_F)},
         "exact": {"m_S": float(ex.m_S), "m_F": float(ex.m_F)},
-        "sign_ratio": float(masses.sign_ratio(adv, args.p, args.G)),
-        "advantage_ratio": float(masses.advantage_ratio(adv, args.p, args.G)),
-        "sign_ratio_exact": float(masses.sign_ratio(adv, args.p, args.G, exact=True)),
-        "advantage_ratio_exact": float(masses.advantage_ratio(adv, args.p, args.G, exact=True)),
+        "sign_ratio": sign,
+        "advantage_ratio": rho,
+        "sign_ratio_exact": sign_x,
+        "advantage_ratio_exact": rho_x,
     }
+    if args.symbolic:
+        ms, mf = adv.closed_form()
+        out["expressions"] = {"m_S": str(ms), "m_F": str(mf)}
     if args.json:
         return dumps(out)
 
     def f(x: float) -> str:
         return fmt_number(x, 10)
 
-    ms, mf = adv.closed_form()
-    lines = [f"{adv!r}  ({adv.source}; kind: {adv.kind})",
-             f"closed form: m_S = {ms}    m_F = {mf}",
-             f"p = {f(args.p)}, G = {args.G}",
-             f"  closed form (plug-in):  m_S = {f(out['closed_form']['m_S'])}  m_F = {f(out['closed_form']['m_F'])}",
-             f"  exact, finite G:        m_S = {f(out['exact']['m_S'])}  m_F = {f(out['exact']['m_F'])}",
-             f"  sign ratio m_S/m_F = {f(out['sign_ratio'])}   rho = m_S p/(m_F q) = {f(out['advantage_ratio'])}"]
+    lines = [f"{adv!r}  ({adv.source}; kind: {adv.kind})"]
+    if args.symbolic:
+        lines.append(f"closed form: m_S = {out['expressions']['m_S']}    m_F = {out['expressions']['m_F']}")
+    lines += [f"p = {f(args.p)}, G = {args.G}",
+              f"  closed form (plug-in):  m_S = {f(out['closed_form']['m_S'])}  m_F = {f(out['closed_form']['m_F'])}",
+              f"  exact, finite G:        m_S = {f(out['exact']['m_S'])}  m_F = {f(out['exact']['m_F'])}",
+              f"  plug-in:  sign ratio m_S/m_F = {f(sign)}   rho = m_S p/(m_F q) = {f(rho)}",
+              f"  exact:    sign ratio m_S/m_F = {f(sign_x)}   rho = m_S p/(m_F q) = {f(rho_x)}"]
     if adv.erratum:
         lines.append(f"  note: {adv.erratum}")
     return "\n".join(lines)
@@ -150,11 +163,18 @@ def _table_advantages(args: argparse.Namespace) -> list[advantages.Advantage] | 
             for (name, start), end in zip(chosen, ends)]
 
 
+#: the columns of ``masses.table`` that hold plug-in values (the closed form at p̂ = p), as
+#: ``rlvr-theory table`` names them in every format: each mass or ratio column says whether it is
+#: the plug-in value or the exact finite-G expectation (``*_exact``, named so by ``masses.table``)
+PLUGIN_COLUMNS = {"m_S": "m_S_plugin", "m_F": "m_F_plugin", "sign_ratio": "sign_ratio_plugin",
+                  "advantage_ratio": "advantage_ratio_plugin", "balance": "balance_plugin"}
+
+
 def _cmd_table(args: argparse.Namespace) -> str:
     from . import masses
 
     ps = args.p if args.p else [0.3, 0.5]
-    df = masses.table(ps, args.G, _table_advantages(args))
+    df = masses.table(ps, args.G, _table_advantages(args)).rename(columns=PLUGIN_COLUMNS)
     if args.format in ("markdown", "latex"):
         df = df.drop(columns=["G"])
     return format_frame(df, args.format)
@@ -206,6 +226,8 @@ def _add_masses_parser(sub: Any) -> None:
                    help="reward of a wrong and of a correct rollout (default 0 1)")
     p.add_argument("--p", type=float, required=True, help="solve rate in [0, 1]")
     p.add_argument("--G", type=int, default=8, help="group size for the exact column (default 8)")
+    p.add_argument("--symbolic", action="store_true",
+                   help="also print the closed form as an expression in p (and G); loads sympy (~0.5 s)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     runner.add_threads_option(p)
     p.set_defaults(func=_cmd_masses)
@@ -214,8 +236,10 @@ def _add_masses_parser(sub: Any) -> None:
 def _add_table_parser(sub: Any) -> None:
     p = sub.add_parser(
         "table", help="FADE Table 1 / Table 7 with exact finite-G columns",
-        description="Masses of advantage families at solve rates p (FADE Table 1 / Table 7) with the exact "
-                    "finite-G columns.  Default: every registered family with its default parameters.  "
+        description="Masses of advantage families at solve rates p (FADE Table 1 / Table 7): the plug-in "
+                    "columns (*_plugin: the closed form at p̂ = p) and the exact finite-G expectations over "
+                    "X ~ Binom(G, p) (*_exact); abs_adv_sum_exact is E[Σ_i |A_i|] per group of G rollouts.  "
+                    "Default: every registered family with its default parameters.  "
                     "--advantage NAME (repeatable) chooses families; each --param NAME=VALUE applies to the "
                     "--advantage named just before it, e.g. "
                     "--advantage grpo --advantage asym_grpo --param delta=0.5.")

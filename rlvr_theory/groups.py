@@ -55,7 +55,7 @@ class GroupStats(NamedTuple):
     n_success: np.ndarray  #: successes in the group
     m_S: np.ndarray        #: (1/k)·Σ_{i∈S} A_i
     m_F: np.ndarray        #: −(1/k)·Σ_{i∈F} A_i
-    abs_sum: np.ndarray    #: Σ_i |A_i|
+    abs_adv_sum: np.ndarray    #: Σ_i |A_i|
 
 
 # ------------------------------------------------------------------ grouping
@@ -307,5 +307,5 @@ def summary(gs: GroupStats) -> dict[str, Any]:
     out.update(group_size=_mean(k.astype(float)), solve_rate_mean=_mean(p),
                frac_all_correct=_mean((gs.n_success == k).astype(float)),
                frac_all_wrong=_mean((gs.n_success == 0).astype(float)),
-               m_S=ms, m_F=mf, sign_ratio=ratio, abs_adv_sum=_mean(gs.abs_sum))
+               m_S=ms, m_F=mf, sign_ratio=ratio, abs_adv_sum=_mean(gs.abs_adv_sum))
     return out

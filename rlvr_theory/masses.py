@@ -50,8 +50,9 @@ if TYPE_CHECKING:
 __all__ = [
     "Masses",
     "of_group",
-    "abs_sum",
+    "abs_adv_sum",
     "closed_form",
+    "plugin",
     "exact",
     "outcome_advantages",
     "sign_ratio",
@@ -189,7 +190,7 @@ def of_group(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> Mass
     return Masses(np.where(success, A, 0.0).sum(-1) / Gn, -np.where(success, 0.0, A).sum(-1) / Gn)
 
 
-def abs_sum(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> np.ndarray:
+def abs_adv_sum(adv: Advantage | str, rewards: Any, *, lengths: Any = None) -> np.ndarray:
     """Σ_i |A_i| per group, the update magnitude of A-GRAE Theorem 2.
 
     For GRPO it equals ``2G·sqrt(p̂(1−p̂))``; for the hard/easy controls ``G·sqrt(1−p̂)``
@@ -202,7 +203,8 @@ def outcome_advantages(adv: Advantage | str, G: int) -> pd.DataFrame:
     """The advantage of a success and of a failure in a group with ``x`` successes.
 
     One row per ``x = 0..G``: ``x``, ``p_hat``, ``A_success`` (NaN if x = 0),
-    ``A_failure`` (NaN if x = G), ``m_S``, ``m_F``, ``mean_abs_A``.  Group-level families
+    ``A_failure`` (NaN if x = G), ``m_S``, ``m_F``, ``abs_adv_sum`` (Σ_i |A_i| of that group, as
+    :func:`abs_adv_sum`).  Group-level families
     only (batch-level ones need a batch).  Used by F-GRPO Fig. 3 and A-GRAE Fig. 6.
     O(G) time and memory (:meth:`~rlvr_theory.advantages.Advantage.outcome_values`).
     """
@@ -218,7 +220,7 @@ def outcome_advantages(adv: Advantage | str, G: int) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame({"x": x, "p_hat": x / G, "A_success": a_s, "A_failure": a_f,
-                         "m_S": m_s, "m_F": m_f, "mean_abs_A": mean_abs})
+                         "m_S": m_s, "m_F": m_f, "abs_adv_sum": G * mean_abs})
 
 
 def _from_outcomes(a_s: np.ndarray, a_f: np.ndarray, G: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -442,6 +444,45 @@ def closed_form(adv: Advantage | str, p: Any, G: int | None = None) -> Masses:
     return Masses(m_s, m_f)
 
 
+def plugin(adv: Advantage | str, p: Any, G: int) -> Masses:
+    """:func:`closed_form` at solve rate(s) ``p`` and group size ``G``, computed without sympy where
+    the family allows it.
+
+    For a group-level, compressible family of kind ``"exact"``
+    (:meth:`~rlvr_theory.advantages.Advantage.is_plugin_by_counts`) and ``p`` inside (0, 1), the closed form equals the family's definition on one group of
+    ``G`` rollouts with fractional counts ``(pG, (1−p)G)`` of successes and failures (at ``p = x/G``
+    that is the group with ``x`` successes, which ``kind == "exact"`` states; in between, the
+    same smooth function of ``p̂``): ``M_S = p·A_s``, ``M_F = −(1−p)·A_f``.  Everything else
+    (other kinds, batch-level families, ``p ∈ {0, 1}``, a non-finite value) goes to
+    :func:`closed_form`.  ``rlvr-theory masses`` prints this, so it loads no sympy for those
+    families (sympy's import is ~0.5 s of the command); tests/rlvr_theory/test_plugin.py checks it
+    against :func:`closed_form` for every such family.
+
+    >>> plugin("grpo", [0.25, 0.3], 8)                    # sqrt(pq)
+    Masses(m_S=array([0.4330127 , 0.45825757]), m_F=array([0.4330127 , 0.45825757]))
+    """
+    adv = as_advantage(adv)
+    pa = check_p(p)
+    G = check_group_size(G, adv)
+    unit = _unit(adv)
+    if unit is not None:
+        m = plugin(unit, pa, G)
+        return Masses(adv.rescale(m.m_S, what="the closed-form masses"),
+                      adv.rescale(m.m_F, what="the closed-form masses"))
+    if not adv.is_plugin_by_counts() or np.any((pa <= 0) | (pa >= 1)):
+        return closed_form(adv, pa, G)
+    x = pa.reshape(-1, 1) * G
+    s = np.broadcast_to(np.array([1.0, 0.0]), (x.shape[0], 2))
+    rw, rc = adv.reward_values
+    g = adv._group(np.where(s > 0, rc, rw), s, np.concatenate([x, G - x], axis=1), G)
+    with np.errstate(all="ignore"):
+        A = adv._compute(g, adv.default_lengths(s) if adv.uses_lengths else None)
+        m_s, m_f = pa.ravel() * A[:, 0], -(1.0 - pa.ravel()) * A[:, 1]
+    if not (np.all(np.isfinite(m_s)) and np.all(np.isfinite(m_f))):
+        return closed_form(adv, pa, G)
+    return Masses(m_s.reshape(pa.shape), m_f.reshape(pa.shape))
+
+
 _exact = exact  # the ratio functions take a keyword named ``exact``
 
 
@@ -634,7 +675,9 @@ def table(p: Any = (0.3, 0.5), G: int = 8,
     ``G``, ``m_S``, ``m_F`` (closed form at ``p``, the paper's plug-in value),
     ``m_S_exact``, ``m_F_exact`` (finite-G expectation), ``sign_ratio``,
     ``advantage_ratio`` (ρ of the closed form), ``advantage_ratio_exact``,
-    ``mean_abs_A_exact`` (``E[(1/G)Σ|A_i|]``) and ``balance`` (of the closed form).
+    ``abs_adv_sum_exact`` (``E[Σ_i |A_i|]`` per group of ``G`` rollouts, A-GRAE Theorem 2: ``2G·sqrt(pq)``
+    for GRPO's plug-in) and ``balance`` (of the closed form).  Unlabelled mass and ratio columns are
+    the plug-in values; ``rlvr-theory table`` prints them as ``m_S_plugin``, ... (docs/rlvr_theory.md).
     ``advantages`` defaults to every registered family with default parameters.
 
     Examples
@@ -670,7 +713,7 @@ def table(p: Any = (0.3, 0.5), G: int = 8,
             "sign_ratio": _ratios(u, pa, G, cf_u, False, False),
             "advantage_ratio": _ratios(u, pa, G, cf_u, False, True),
             "advantage_ratio_exact": _ratios(u, pa, G, Masses(ex_u[0], ex_u[1]), True, True),
-            "mean_abs_A_exact": abs_x,
+            "abs_adv_sum_exact": G * abs_x,
             "balance": _balance(cf.m_S, cf.m_F),
         }))
     return pd.concat(frames, ignore_index=True)

@@ -61,7 +61,7 @@ if TYPE_CHECKING:  # imported where used: `rlvr-sim --help` loads no pandas or t
     from . import categorical as sc
 
 __all__ = ["Setting", "Toy", "TOYS", "toy", "configs", "check_size", "run", "stages",
-           "behaviour_step", "add_parser"]
+           "behaviour_step", "add_parser", "PERSIAN_BASES", "PERSIAN_COLUMNS", "persian_grid"]
 
 
 # ------------------------------------------------------------------ settings
@@ -524,6 +524,242 @@ def behaviour_step(name: str = "agrae-cneg", *, seeds: int = 64, device: str = "
 
 
 # ------------------------------------------------------------------ CLI
+# ------------------------------------------------------------------ the Persian toy over a grid
+#: base advantages of :func:`persian_grid` (the readings of Over-Sharpening's toy and of IAC's base)
+PERSIAN_BASES: tuple[str, ...] = ("raw", "centred", "normalised")
+#: the columns of :func:`persian_grid`'s ``grid`` and their defaults (``None``: required)
+PERSIAN_COLUMNS: dict[str, Any] = {"base": None, "alpha": 0.0, "optimizer": "sgd", "lr": 0.1, "momentum": 0.9,
+                                   "reduction": "sum", "mu": 0.0, "memory_lr": None}
+_PERSIAN_OPTIMIZERS = ("sgd", "momentum", "adamw")
+_ADAMW = {"b1": 0.9, "b2": 0.999, "eps": 1e-8, "wd": 0.01}     # torch.optim.AdamW defaults, weight decay 0.01
+
+
+def _persian_columns(grid: Any) -> dict[str, np.ndarray]:
+    """The settings of :func:`persian_grid` as one array per column, checked (``ValueError`` naming
+    the column and the allowed values)."""
+    import pandas as pd
+
+    g = pd.DataFrame(grid).reset_index(drop=True)
+    unknown = sorted(set(g.columns) - set(PERSIAN_COLUMNS))
+    if unknown or "base" not in g.columns or not len(g):
+        raise ValueError(f"grid: needs a 'base' column and at least one row; unknown columns {unknown}; "
+                         f"allowed: {', '.join(PERSIAN_COLUMNS)}")
+    for col, default in PERSIAN_COLUMNS.items():          # a missing column or cell takes the default
+        if col not in g.columns:
+            g[col] = default
+        elif default is not None:
+            g[col] = g[col].where(g[col].notna(), default)
+    cols = {c: g[c].to_numpy() for c in ("base", "optimizer", "reduction")}
+    for col, allowed in (("base", PERSIAN_BASES), ("optimizer", _PERSIAN_OPTIMIZERS), ("reduction", ("sum", "mean"))):
+        bad = sorted({str(v) for v in cols[col]} - set(allowed))
+        if bad:
+            raise ValueError(f"grid column {col!r}: {bad} not allowed; allowed: {', '.join(allowed)}")
+    g["memory_lr"] = g.memory_lr.where(g.memory_lr.notna(), g.lr).astype(float)
+    for col, low, closed in (("alpha", 0.0, True), ("lr", 0.0, False), ("momentum", 0.0, True), ("mu", 0.0, True),
+                             ("memory_lr", 0.0, False)):
+        v = g[col].to_numpy(float)
+        ok = np.isfinite(v) & ((v >= low) if closed else (v > low))
+        if col == "momentum":
+            ok &= v < 1
+        if not ok.all():
+            raise ValueError(f"grid column {col!r}: {float(v[~ok][0])!r} not allowed; allowed: a finite number "
+                             + ("in [0, 1)" if col == "momentum" else (">= 0" if closed else "> 0")))
+        cols[col] = v
+    return cols
+
+
+class _GridOptimizer:
+    """SGD, heavy-ball momentum (torch semantics, dampening 0) or AdamW (torch semantics,
+    :data:`_ADAMW`) per configuration: ``kind``, ``lr``, ``momentum`` are arrays over the leading
+    axis; each kind steps only its own configurations (4 × 4 parameters each)."""
+
+    def __init__(self, kind: np.ndarray, lr: np.ndarray, momentum: np.ndarray, shape: tuple[int, ...]):
+        col = (slice(None),) + (None,) * (len(shape) - 1)
+        self.rows = {k: np.flatnonzero(kind == k) for k in _PERSIAN_OPTIMIZERS}
+        self.lr = {k: lr[i][col] for k, i in self.rows.items()}
+        self.beta = momentum[self.rows["momentum"]][col]
+        self.buf = np.zeros((len(self.rows["momentum"]),) + shape[1:])
+        self.m = np.zeros((len(self.rows["adamw"]),) + shape[1:])
+        self.v = np.zeros_like(self.m)
+        self.t = 0
+
+    def step(self, W: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Gradient ascent: ``W`` after one step along ``g`` (a new array)."""
+        self.t += 1
+        a, W = _ADAMW, W.copy()
+        i = self.rows["sgd"]
+        if len(i):
+            W[i] += self.lr["sgd"] * g[i]
+        i = self.rows["momentum"]
+        if len(i):
+            self.buf = g[i].copy() if self.t == 1 else self.beta * self.buf + g[i]
+            W[i] += self.lr["momentum"] * self.buf
+        i = self.rows["adamw"]
+        if len(i):
+            lr, gi = self.lr["adamw"], g[i]
+            self.m = a["b1"] * self.m + (1 - a["b1"]) * gi
+            self.v = a["b2"] * self.v + (1 - a["b2"]) * gi * gi
+            W[i] = W[i] * (1 - lr * a["wd"]) + lr * (self.m / (1 - a["b1"] ** self.t)) / (
+                np.sqrt(self.v / (1 - a["b2"] ** self.t)) + a["eps"])
+        return W
+
+
+def _persian_advantages(X: np.ndarray, G: int, base: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Advantages of a group of ``G`` binary rewards with ``X`` successes [C]: one value for every
+    success and one for every failure, ``(A_success, A_failure)`` [C] each.
+
+    ``base`` per configuration: ``"raw"`` (``r``: 1 and 0), ``"centred"`` (``r − r̄``) or
+    ``"normalised"`` (``(r − r̄)/std``, population std, 0 where it is 0); then IAC (Over-Sharpening
+    Alg. 1 lines 11-18): every positive advantage times ``(G − |S⁺|)^alpha`` with ``S⁺`` the
+    rollouts whose advantage is positive (the successes, where their advantage is positive),
+    negatives unchanged; ``alpha = 0`` leaves the base.
+    """
+    p = X / G
+    std = np.sqrt(p * (1 - p))
+    inv = np.divide(1.0, std, out=np.zeros_like(std), where=std > 0)
+    a_s = np.where(base == "raw", 1.0, np.where(base == "centred", 1 - p, (1 - p) * inv))
+    a_f = np.where(base == "raw", 0.0, np.where(base == "centred", -p, -p * inv))
+    pos = a_s > 0                                                    # S⁺: the successes, or nobody
+    factor = np.where(alpha == 0, 1.0, np.where(pos, G - X, 1.0) ** alpha)
+    return np.where(pos, a_s * factor, a_s), a_f
+
+
+def persian_grid(grid: Any, *, G: int, seeds: int = 16, steps: int = 500, log_every: int = 10,
+                 similarity: str = "High") -> pd.DataFrame:
+    """The Over-Sharpening toy (Sec. 2.4, App. G-H) for a whole grid of settings in one batch.
+
+    The update is that of :func:`simulations.linear_head.simulate_toy` (its module docstring):
+    ``π = softmax(W·h_Persian)``, ``W_0 = 0``; per step ``G`` labels drawn, reward 1 for Cat or
+    Persian, ``g = Σ_i A_i (e_{y_i} − π) ⊗ h`` (divided by ``G`` with reduction "mean"), one
+    gradient-ascent step; with ``mu > 0`` the labels are drawn from ``softmax((W − μ·W_φ)·h)``
+    and the memory head ``W_φ`` takes its own step (same optimizer kind, ``memory_lr``) on the
+    mean cross-entropy of the drawn labels (DLC, Alg. 1).  What this function adds: every
+    setting the paper leaves open is a column of ``grid`` — the learning rate, the optimizer and
+    its momentum, the reduction, the base advantage IAC multiplies — and all rows × seeds run as
+    one batch (configurations on the leading axis), so a sweep costs one run.  Seed ``s`` draws
+    its uniforms from ``numpy.random.default_rng(s)``, shared by every row (as in
+    ``simulate_toy``, whose trajectories this reproduces for the settings it has: tested).
+
+    Parameters
+    ----------
+    grid : DataFrame or dict of columns
+        One row per configuration; columns (:data:`PERSIAN_COLUMNS`, missing ones take their
+        default): ``base`` in :data:`PERSIAN_BASES` (required), ``alpha`` >= 0 (IAC exponent;
+        0: no IAC), ``optimizer`` in {"sgd", "momentum", "adamw"}, ``lr`` > 0, ``momentum`` in
+        [0, 1) (heavy ball), ``reduction`` in {"sum", "mean"}, ``mu`` >= 0 (DLC weight),
+        ``memory_lr`` > 0 (NaN/None: ``lr``).
+    G : int >= 1
+        Group size.
+    seeds : int >= 1
+        Seeds 0..seeds-1 per row.
+    steps, log_every : int >= 1
+        Training steps; trajectory rows every ``log_every`` steps and at the last.
+    similarity : "High", "Mid" or "Low"
+        The held-out Siamese embedding (App. G).
+
+    Returns
+    -------
+    DataFrame
+        One row per (row of ``grid``, seed, logged step): ``config`` (the row's position in
+        ``grid``), ``seed``, ``step``, ``G``, ``p_cat``, ``p_persian``, ``winner_share``
+        (``max(π_Cat, π_Persian)/(π_Cat + π_Persian)``, from the logits), ``entropy`` (of
+        ``π(·|Persian)``) and ``siamese_acc`` (``π(Siamese|Siamese)``).
+
+    Raises
+    ------
+    ValueError
+        A column or value of ``grid`` not allowed (the message names the column and the allowed
+        values), ``G``, ``seeds``, ``steps``, ``log_every`` below 1, an unknown ``similarity``,
+        or a run whose weights become non-finite (the rows named).
+
+    Examples
+    --------
+    Raw rewards, IAC (α = 1) on raw rewards and on normalised advantages, momentum 0.9, G = 4:
+
+    >>> import pandas as pd
+    >>> grid = pd.DataFrame({"base": ["raw", "raw", "normalised"], "alpha": [0.0, 1.0, 1.0],
+    ...                      "optimizer": "momentum", "lr": 0.1})
+    >>> tr = persian_grid(grid, G=4, seeds=4, steps=100)
+    >>> tr[tr.step == 100].groupby("config").winner_share.mean().round(3).tolist()
+    [0.997, 0.985, 0.955]
+    """
+    import pandas as pd
+
+    from rlvr_theory.sharpening import SIAMESE_VARIANTS, TOY_EMBEDDINGS
+
+    cols = _persian_columns(grid)
+    for name, v in (("G", G), ("seeds", seeds), ("steps", steps), ("log_every", log_every)):
+        checks.integer(name, v, low=1)
+    checks.choice("similarity", similarity, tuple(SIAMESE_VARIANTS))
+    n, S = len(cols["base"]), seeds
+    C = n * S                                                        # configuration-major: c = row·S + seed
+    rep = {k: np.repeat(v, S) for k, v in cols.items()}
+    h = np.asarray(TOY_EMBEDDINGS["Persian"], float)
+    h_eval = np.asarray(SIAMESE_VARIANTS[similarity], float)
+    correct = np.array([1.0, 0.0, 1.0, 0.0])                          # Cat, Dog, Persian, Siamese
+    W = np.zeros((C, 4, 4))
+    opt = _GridOptimizer(rep["optimizer"], rep["lr"], rep["momentum"], W.shape)
+    mem = np.flatnonzero(rep["mu"] > 0)                               # rows with a memory head (DLC)
+    Wm = np.zeros((len(mem), 4, 4))
+    mopt = _GridOptimizer(rep["optimizer"][mem], rep["memory_lr"][mem], rep["momentum"][mem], Wm.shape)
+    mu_m, scale = rep["mu"][mem, None], np.where(rep["reduction"] == "mean", 1.0 / G, 1.0)[:, None]
+    rngs = [np.random.default_rng(sd) for sd in range(S)]
+    seed_of = np.tile(np.arange(S), n)
+    logs = []
+    for t in range(steps + 1):
+        z = W @ h                                                     # [C, 4] logits at Persian
+        z_max = z.max(-1, keepdims=True)
+        pi = np.exp(z - z_max)
+        pi /= pi.sum(-1, keepdims=True)
+        if t % log_every == 0 or t == steps:
+            ze = W @ h_eval
+            pe = np.exp(ze - ze.max(-1, keepdims=True))
+            logp = np.log(np.where(pi > 0, pi, 1.0))
+            logs.append({"step": np.full(C, t), "p_cat": pi[:, 0], "p_persian": pi[:, 2],
+                         "winner_share": 1 / (1 + np.exp(-np.abs(z[:, 0] - z[:, 2]))),
+                         "entropy": -(pi * logp).sum(-1), "siamese_acc": pe[:, 3] / pe.sum(-1)})
+        if t == steps:
+            break
+        q = pi
+        if len(mem):                                                  # Alg. 1 lines 5-6 (else q = pi)
+            zq = z[mem] - mu_m * (Wm @ h)
+            qm = np.exp(zq - zq.max(-1, keepdims=True))
+            q = pi.copy()
+            q[mem] = qm / qm.sum(-1, keepdims=True)
+        # G labels per configuration, y_i = min(#{v: u_i > cdf_v}, 3) as simulate_toy draws them, counted per
+        # label: one sorted draw per seed (shared by the rows), #{i: u_i > cdf_v} by a search in it
+        u = np.sort(np.stack([rng.random(G) for rng in rngs]), -1)    # [S, G], one draw per seed and step
+        cdf = np.cumsum(q, -1)[:, :3]                                 # [C, 3]
+        at_most = np.searchsorted((u + 2.0 * np.arange(S)[:, None]).ravel(),
+                                  (cdf + 2.0 * seed_of[:, None]).ravel(), side="right").reshape(C, 3)
+        beyond = G - (at_most - G * seed_of[:, None])                 # #{i: y_i >= v}, v = 1, 2, 3
+        reach = np.concatenate([np.full((C, 1), G), beyond, np.zeros((C, 1), int)], -1)
+        counts = (reach[:, :-1] - reach[:, 1:]).astype(float)         # [C, 4] labels drawn
+        X = counts @ correct
+        a_s, a_f = _persian_advantages(X, G, rep["base"], rep["alpha"])
+        weight = np.where(correct == 1, a_s[:, None], a_f[:, None])
+        total = a_s * X + a_f * (G - X)                               # Σ_i A_i
+        u_pol = weight * counts - total[:, None] * pi                 # Σ_i A_i (e_{y_i} − π)
+        with np.errstate(over="ignore", invalid="ignore"):
+            W = opt.step(W, (scale * u_pol)[:, :, None] * h)
+            if len(mem):                                              # Alg. 1 lines 21-22
+                zm = Wm @ h
+                pm = np.exp(zm - zm.max(-1, keepdims=True))
+                pm /= pm.sum(-1, keepdims=True)
+                gm = (counts[mem] - G * pm) / G                # mean cross-entropy gradient (ascent)
+                Wm = mopt.step(Wm, gm[:, :, None] * h)
+        bad = ~np.isfinite(W).reshape(C, -1).all(-1)
+        if bad.any():
+            rows = sorted({int(c) // S for c in np.flatnonzero(bad)})
+            raise ValueError(f"persian_grid: non-finite weights at step {t + 1} in grid rows {rows[:10]}; "
+                             "lower their lr")
+    out = pd.DataFrame({k: np.concatenate([d[k] for d in logs]) for k in logs[0]})
+    out.insert(0, "seed", np.tile(np.arange(S), n * len(logs)))
+    out.insert(0, "config", np.tile(np.repeat(np.arange(n), S), len(logs)))
+    out.insert(3, "G", G)
+    return out
+
+
 def _run_cli(args: argparse.Namespace) -> int:
     check_out(args)  # before any work
     t = toy(args.preset)

@@ -577,7 +577,7 @@ class _Tables:
             with np.errstate(invalid="ignore", divide="ignore"):
                 cols["length_mean"] = np.where(has, lsum / np.maximum(k, 1), np.nan)
         if self.masses_from is not None:
-            cols.update(m_S=full(gs.m_S), m_F=full(gs.m_F), abs_adv_sum=full(gs.abs_sum), sq_adv_sum=full(self.sq))
+            cols.update(m_S=full(gs.m_S), m_F=full(gs.m_F), abs_adv_sum=full(gs.abs_adv_sum), sq_adv_sum=full(self.sq))
         else:
             cols.update({c: np.full(n_all, np.nan) for c in ("m_S", "m_F", "abs_adv_sum", "sq_adv_sum")})
         p1 = np.full(n_all, np.nan)
@@ -589,7 +589,7 @@ class _Tables:
         for label, (_, _, wgs, wsq) in self.what_if.items():
             cols[f"compare/{label}/m_S"] = full(wgs.m_S)
             cols[f"compare/{label}/m_F"] = full(wgs.m_F)
-            cols[f"compare/{label}/abs_adv_sum"] = full(wgs.abs_sum)
+            cols[f"compare/{label}/abs_adv_sum"] = full(wgs.abs_adv_sum)
             cols[f"compare/{label}/sq_adv_sum"] = full(wsq)
         for t in self.taus:
             mu = gs.n_success / np.maximum(gs.size, 1)

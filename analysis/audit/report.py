@@ -65,7 +65,7 @@ _fmt = functools.partial(fmt_number, digits=4, thousands=True)
 HEADERS: dict[str, str] = {
     "n_groups": "groups", "reward_mean": "mean reward", "solve_rate_mean": "p̂ mean",
     "frac_all_correct": "all-correct", "frac_all_wrong": "all-wrong", "frac_zero_signal": "zero-signal",
-    "m_S": "m_S", "m_F": "m_F", "sign_ratio": "m_S/m_F", "abs_adv_sum": "Σ|A|", "n_eff": "N_eff",
+    "m_S": "m_S", "m_F": "m_F", "sign_ratio": "m_S/m_F", "abs_adv_sum": "Σ|A| per group", "n_eff": "N_eff",
     "pass_at_1": "pass@1", "pass_at_G": "pass@G", "drift_per_nat": "m_S − m_F (drift per nat)",
     "entropy_drift": "(m_S − m_F)·H", "fade_alpha": "FADE α", "fade_delta": "FADE δ", "agrae_omega": "A-GRAE ω",
     "n_nan_rewards": "no reward", "n_rollouts": "rollouts", "success_rate": "success rate",
@@ -565,7 +565,8 @@ def _by_size(page: Page, doc: dict, frame: pd.DataFrame) -> None:
         rows.append([size] + [_cell(c, r.get(c)) for c in ("n_groups", "frac_all_correct", "frac_all_wrong", "m_S",
                                                            "m_F", "sign_ratio", "abs_adv_sum", "pass_at_1",
                                                            "pass_at_G")])
-    page.add(("table", ["rollouts per group", "groups", "all-correct", "all-wrong", "m_S", "m_F", "m_S/m_F", "Σ|A|",
+    page.add(("table", ["rollouts per group", "groups", "all-correct", "all-wrong", "m_S", "m_F", "m_S/m_F",
+                        "Σ|A| per group",
                         "pass@1", "pass@G"], rows))
 
 
@@ -599,7 +600,7 @@ def _what_if(page: Page, doc: dict, frame: pd.DataFrame, window: int) -> None:
         rows.append([lab] + vals)
     page.add(("p", "The masses each family would have given the same groups (same rewards, same zero-signal "
                    "groups), means over the run's groups; m_S/m_F is the ratio of the means."))
-    page.add(("table", ["advantage", "m_S", "m_F", "m_S/m_F", "Σ|A|"], rows))
+    page.add(("table", ["advantage", "m_S", "m_F", "m_S/m_F", "Σ|A| per group"], rows))
     panels = [{"lines": [(mass, f"{mass}, in use")] + [(f"compare/{lab}/{mass}", f"{mass}, {lab}") for lab in labels],
                "ylabel": f"mass {mass} per group"} for mass in ("m_S", "m_F")]
     page.img("compare_masses.png", _plot(frame, window, panels, w=10.0),

@@ -2,10 +2,13 @@
 
     rlvr-diff [weights] BASE RL_1 [RL_2 ...] --out DIR [--device auto|cpu|cuda] [--top-k 64]
               [--layers all|head] [--tokenizer DIR] [--full-spectrum] [--series RUN_DIR]
-              [--cast bf16|fp16|fp32] [--allow-other-base] [--geometry] [--threads N] [--overwrite]
-              [--json] [--quiet]
+              [--cast bf16|fp16|fp32] [--allow-other-base] [--geometry] [--prompts FILE [--samples N]
+              [--max-new-tokens N] [--temperature T] [--seed S]] [--threads N] [--overwrite] [--json] [--quiet]
     rlvr-diff hidden-states CHECKPOINT --rollouts FILE.jsonl --out DIR [--tokenizer DIR]
               [--device auto|cpu|cuda] [--batch-size 8] [--temperature 1.0] [--threads N]
+              [--overwrite] [--json] [--quiet]
+    rlvr-diff kl BASE RL --prompts FILE --out DIR [--samples 4] [--max-new-tokens 256] [--temperature 1.0]
+              [--seed 0] [--batch-size 8] [--tokenizer DIR] [--device auto|cpu|cuda] [--threads N]
               [--overwrite] [--json] [--quiet]
     rlvr-diff reconstruct BASE RL --rank K|full --out DIR [--rescale] [--others rl|base]
               [--allow-other-base] [--device auto|cpu|cuda] [--max-shard-size 5GB] [--threads N]
@@ -29,9 +32,16 @@ report's "Dynamics" section; :mod:`analysis.diff.dynamics`).  ``--cast bf16|fp16
 ``--allow-other-base`` (then recorded ``"base_identity": "other (allowed)"``; see
 :func:`analysis.diff.lora.base_identity`).  ``--geometry`` adds where every weight matrix's update
 lies relative to the base (``report.json`` ``geometry``, the report's "Geometry of the update"
-section and the ULP histogram in "Precision"; :mod:`analysis.diff.geometry_pass`); dense
-checkpoints only, refused with a LoRA adapter.  ``hidden-states`` writes
-``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  ``reconstruct``
+section and the ULP histogram in "Precision"; :mod:`analysis.diff.geometry_pass`); for a LoRA adapter
+from its factors, with its intruder dimensions (``report.json`` ``checkpoints[i].adapter.intruders``,
+in the report's "LoRA adapter" section).  ``hidden-states`` writes
+``DIR/hidden_states.{md,html,json,png}`` (:mod:`analysis.hidden_states`).  ``kl`` writes
+``DIR/kl.{md,html,json}``: the token-averaged exact forward ``KL(π_base ‖ π_RL)`` (on continuations
+sampled from the base; RL's Razor's forward KL, arXiv 2509.04259) and reverse ``KL(π_RL ‖ π_base)``
+(on continuations sampled from the RL checkpoint), per prompt and overall
+(:mod:`analysis.diff.kl`); ``weights --prompts FILE`` measures the same for every RL checkpoint
+(full checkpoints only: a LoRA adapter is refused) into ``report.json["kl"]`` and the report's
+"Policy KL" section.  ``reconstruct``
 writes a Hugging Face checkpoint ``DIR`` (:mod:`analysis.diff.reconstruct`): ``W_base`` plus the
 rank-``K`` part of every matrix's ``ΔW`` (``--rescale``: rescaled to ``‖ΔW‖_F``; ``--others``: where
 norms and biases come from), or, with ``--extrapolate STEP``, the per-entry least-squares line in
@@ -95,9 +105,10 @@ def _add_weights(sub: Any) -> None:
     ap.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory to decode the top tokens of u")
     ap.add_argument("--full-spectrum", action="store_true", help="all singular values of every weight")
     ap.add_argument("--series", metavar="RUN_DIR",
-                    help="add the checkpoints of a run in step order (TRL checkpoint-N, verl "
-                         "global_step_N/actor/huggingface); alone (no RL given) it also measures the series "
-                         "dynamics: bit-identical share between consecutive checkpoints, linearity R² in the step")
+                    help="add the checkpoints of a run in step order (TRL checkpoint-N, also LoRA adapter "
+                         "checkpoints of a TRL + peft run, verl global_step_N/actor/huggingface); alone (no RL "
+                         "given) it also measures the series dynamics: bit-identical share between consecutive "
+                         "checkpoints, linearity R² in the step")
     ap.add_argument("--cast", choices=("bf16", "fp16", "fp32"), default=None,
                     help="round both sides to this precision before the difference (default: as stored; "
                          "differing dtypes are flagged with their rounding floor)")
@@ -107,7 +118,9 @@ def _add_weights(sub: Any) -> None:
     ap.add_argument("--geometry", action="store_true",
                     help="also measure where every weight matrix's update lies relative to the base (energy in "
                          "W_base's top-k singular subspaces, principal angles, entry concentration, ULPs of ΔW; "
-                         "each beside a random baseline); dense checkpoints only (not LoRA adapters)")
+                         "each beside a random baseline); for LoRA adapters from the factors, with their intruder "
+                         "dimensions")
+    _add_kl_options(ap, in_weights=True)
     runner.add_threads_option(ap, all_cores=True)   # spectra side by side, one BLAS thread each
     runner.add_overwrite_option(ap)
     ap.add_argument("--json", action="store_true", help="print report.json on stdout")
@@ -134,6 +147,49 @@ def _add_hidden_states(sub: Any) -> None:
     ap.add_argument("--json", action="store_true", help="print hidden_states.json on stdout")
     ap.add_argument("--quiet", action="store_true", help="no progress bars, no summary")
     ap.set_defaults(func=_run_hidden_states)
+
+
+def _add_kl_options(ap: argparse.ArgumentParser, *, in_weights: bool = False) -> None:
+    """The sampling options of the policy KL (``kl``; ``weights`` with ``--prompts``, defaults then
+    the library's)."""
+    tail = " (with --prompts)" if in_weights else ""
+    if in_weights:
+        ap.add_argument("--prompts", metavar="FILE",
+                        help="also measure the forward and reverse KL between the base and every RL policy on "
+                             "continuations sampled for these prompts (JSONL 'prompt'/'prompt_ids' per line, or "
+                             ".txt one prompt per line); full checkpoints only")
+    ap.add_argument("--samples", dest="n_samples", type=int, default=None if in_weights else 4, metavar="N",
+                    help=f"continuations sampled per prompt from each model [4]{tail}")
+    ap.add_argument("--max-new-tokens", type=int, default=None if in_weights else 256, metavar="N",
+                    help=f"longest continuation in tokens [256]{tail}")
+    ap.add_argument("--temperature", type=float, default=None if in_weights else 1.0, metavar="T",
+                    help=f"sampling temperature; both policies are softmax(logits / T) [1]{tail}")
+    ap.add_argument("--seed", type=int, default=None if in_weights else 0, metavar="S",
+                    help=f"seed of the base's samples (S + 1: the RL's) [0]{tail}")
+
+
+def _add_kl(sub: Any) -> None:
+    ap = sub.add_parser(
+        "kl", help="forward and reverse KL between the base and the RL policy on sampled continuations",
+        description="Token-averaged exact KL between the base and the RL policy: forward KL(π_base ‖ π_RL) on "
+                    "continuations sampled from the base (RL's Razor, arXiv 2509.04259: forgetting tracks it) and "
+                    "reverse KL(π_RL ‖ π_base) on continuations sampled from the RL checkpoint; at every sampled "
+                    "token the full-vocabulary KL of the two next-token distributions, per prompt and overall.")
+    ap.add_argument("base", metavar="BASE", help="base checkpoint directory")
+    ap.add_argument("rl", metavar="RL", help="RL checkpoint directory (a full checkpoint, not a LoRA adapter)")
+    ap.add_argument("--prompts", required=True, metavar="FILE",
+                    help="JSONL with 'prompt' (string) or 'prompt_ids' (token ids) per line, or .txt with one "
+                         "prompt per line")
+    ap.add_argument("--out", required=True, metavar="DIR", help="output directory (created atomically)")
+    _add_kl_options(ap)
+    ap.add_argument("--batch-size", type=int, default=8, help="sequences per generate call and forward pass [8]")
+    ap.add_argument("--tokenizer", metavar="DIR", help="tokenizer directory for text prompts [the base's]")
+    ap.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda or cuda:N")
+    runner.add_threads_option(ap)
+    runner.add_overwrite_option(ap)
+    ap.add_argument("--json", action="store_true", help="print kl.json on stdout")
+    ap.add_argument("--quiet", action="store_true", help="no progress bars, no summary")
+    ap.set_defaults(func=_run_kl)
 
 
 def _add_reconstruct(sub: Any) -> None:
@@ -175,7 +231,7 @@ def _add_reconstruct(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``rlvr-diff`` parser: subcommands ``weights`` (default), ``hidden-states`` and ``reconstruct``.
+    """The ``rlvr-diff`` parser: subcommands ``weights`` (default), ``hidden-states``, ``kl`` and ``reconstruct``.
 
     Examples
     --------
@@ -189,12 +245,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Checkpoint analysis of RL runs.  'rlvr-diff [weights] BASE RL... --out DIR': ΔW report "
                     "(FADE App. 15); 'rlvr-diff hidden-states CHECKPOINT --rollouts FILE --out DIR': hidden-state "
-                    "geometry (FADE App. 15.2); 'rlvr-diff reconstruct BASE RL --rank K --out DIR': rank-K "
+                    "geometry (FADE App. 15.2); 'rlvr-diff kl BASE RL --prompts FILE --out DIR': forward and "
+                    "reverse KL between the policies (RL's Razor); 'rlvr-diff reconstruct BASE RL --rank K --out DIR': rank-K "
                     "checkpoint (or --extrapolate STEP along a --series).  'weights' is the default subcommand.")
-    sub = ap.add_subparsers(dest="command", metavar="{weights,hidden-states,reconstruct}")
+    sub = ap.add_subparsers(dest="command", metavar="{weights,hidden-states,kl,reconstruct}")
     sub.required = True
     _add_weights(sub)
     _add_hidden_states(sub)
+    _add_kl(sub)
     _add_reconstruct(sub)
     return ap
 
@@ -242,18 +300,27 @@ def _run_weights(args: argparse.Namespace) -> int:
     inputs = {f"BASE {str(args.base)!r}": args.base, f"--series {args.series!r}": args.series,
               f"--tokenizer {args.tokenizer!r}": args.tokenizer}
     inputs.update({f"RL {str(p)!r}": p for p in args.checkpoints})
+    inputs[f"--prompts {args.prompts!r}"] = args.prompts
     _check_out(args, report.REPORT_MARKERS, inputs, own_key="checkpoints")  # before any work
     cks = list(args.checkpoints)
     if args.series:
         cks += checkpoint_diff.series(args.series)
     if not cks:
         raise ValueError("checkpoints: give at least one RL checkpoint directory or --series RUN_DIR")
+    kl_opts = _kl_options(args)
+    if args.prompts is not None:
+        from . import kl as policy
+
+        policy.check_inputs(args.base, cks, args.prompts)  # before the diff: adapters, vocabularies, prompts
     workers = runner.default_threads(all_cores=True) if args.threads is None else args.threads
     dynamics = "series" if args.series and not args.checkpoints and len(cks) >= 2 else "auto"
     doc = checkpoint_diff.diff(args.base, cks, device=args.device, top_k=args.top_k, layers=args.layers,
                                tokenizer=args.tokenizer, full_spectrum=args.full_spectrum, progress=not args.quiet,
                                cast=args.cast, workers=workers, allow_other_base=args.allow_other_base,
                                geometry=args.geometry, dynamics=dynamics)
+    if args.prompts is not None:
+        doc["kl"] = policy.policy_kls(args.base, cks, args.prompts, device=args.device, tokenizer=args.tokenizer,
+                                      progress=not args.quiet, **kl_opts)
     doc["run"]["settings"] = _settings(args)
     out = report.write_report(doc, args.out, overwrite=args.overwrite)
     if args.json:
@@ -265,7 +332,9 @@ def _run_weights(args: argparse.Namespace) -> int:
             print(f"{c['path']}: ‖ΔW‖_F = {_fmt(c['global_l2'])} (relative {_fmt(c['relative_l2'])}), "
                   f"OH share {_fmt(100 * h['l2_share'])}%, head s1/s2 = {_fmt(h['s1_s2'])}, "
                   f"rank-1 = {_fmt(None if h['rank1_fraction'] is None else 100 * h['rank1_fraction'])}%, "
-                  f"Inner s1/s2 = {_fmt(c['inner_s1_s2_mean'])}")
+                  f"Inner s1/s2 = {_fmt(c['inner_s1_s2_mean'])}, Inner × L = "
+                  f"{_fmt(None if c.get('inner_l2_share_x_layers') is None else 100 * c['inner_l2_share_x_layers'])}%"
+                  f"\n  verdict: {report.fade_regime(c)['reading']}")
             if c.get("vocab_note"):
                 print(f"  note: {c['vocab_note']}")
             if c.get("adapter"):
@@ -281,7 +350,31 @@ def _run_weights(args: argparse.Namespace) -> int:
                       f"‖ΔW‖ = {_fmt(c['rounding_floor']['l2'])} (use --cast to diff at one precision)")
         if doc.get("dynamics"):
             _print_dynamics(doc["dynamics"])
+        for c in (doc.get("kl") or {}).get("checkpoints", []):
+            _print_kl(c)
     return 0
+
+
+def _kl_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The sampling options given to ``weights`` (``--prompts``); refused without ``--prompts``."""
+    given = {k: getattr(args, k) for k in ("n_samples", "max_new_tokens", "temperature", "seed")
+             if getattr(args, k) is not None}
+    if given and args.prompts is None:
+        flag = {"n_samples": "--samples"}.get(next(iter(given)), "--" + next(iter(given)).replace("_", "-"))
+        raise ValueError(f"{flag} goes with --prompts FILE (the policy KL); give --prompts or drop it")
+    return given
+
+
+def _print_kl(c: dict[str, Any]) -> None:
+    """One summary line of a checkpoint's policy KL: both directions per token, ± s.e. over prompts."""
+    def pm(r: dict[str, Any]) -> str:
+        se = r["kl_token_se"]
+        return _fmt(r["kl_token_mean"]) + ("" if se is None else f" ± {_fmt(se)}")
+
+    f, r = c["forward"], c["reverse"]
+    print(f"{c['rl']}: KL(base‖RL) = {pm(f)} nats/token on base samples (forward, RL's Razor), KL(RL‖base) = "
+          f"{pm(r)} on RL samples; {_fmt(f['n_tokens'])} + {_fmt(r['n_tokens'])} tokens, "
+          f"{len(c['prompts'])} prompts × {c['settings']['n_samples']} samples")
 
 
 def _print_dynamics(d: dict[str, Any]) -> None:
@@ -346,6 +439,27 @@ def _run_hidden_states(args: argparse.Namespace) -> int:
         print(f"report: {out}/hidden_states.md, hidden_states.html, hidden_states.json")
         print(f"rho_perp: correct {_fmt(r['success'])}, failed {_fmt(r['failure'])} (ratio {_fmt(r['ratio'])}); "
               f"||R_F||/||R_S|| = {_fmt(doc['residual_ratio'])} vs CLT sqrt(N_S/N_F) = {_fmt(doc['clt_baseline'])}")
+    return 0
+
+
+def _run_kl(args: argparse.Namespace) -> int:
+    from ..report import to_json
+    from . import kl as policy
+
+    _check_out(args, policy.KL_MARKERS,  # before any work
+               {f"BASE {str(args.base)!r}": args.base, f"RL {str(args.rl)!r}": args.rl,
+                f"--prompts {str(args.prompts)!r}": args.prompts, f"--tokenizer {args.tokenizer!r}": args.tokenizer})
+    doc = policy.policy_kl(args.base, args.rl, args.prompts, n_samples=args.n_samples,
+                           max_new_tokens=args.max_new_tokens, temperature=args.temperature, seed=args.seed,
+                           batch_size=args.batch_size, device=args.device, tokenizer=args.tokenizer,
+                           progress=not args.quiet)
+    doc["run"]["settings"] = _settings(args)
+    out = policy.write_kl_report(doc, args.out, overwrite=args.overwrite)
+    if args.json:
+        print(to_json(doc))
+    elif not args.quiet:
+        print(f"report: {out}/kl.md, kl.html, kl.json")
+        _print_kl(doc)
     return 0
 
 

@@ -26,7 +26,6 @@ from ..checkpoints import Checkpoint, TensorPair, open_checkpoint, pair_tensors,
 from .align import _alignment, _clustering
 from .dynamics import _check as _check_dynamics
 from .dynamics import plan as plan_dynamics
-from .geometry_pass import ADAPTER_REFUSAL
 from .geometry_pass import finish as geometry_finish
 from .head import N_TOP_TOKENS, _check_tokenizer, _open_tokenizer, _top_tokens, u_statistics
 from .lora import _is_adapter, _open_adapters, adapter_notes, adapter_pass
@@ -94,8 +93,11 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         the document gains ``"geometry"`` (:func:`analysis.diff.geometry_pass.finish`: per
         checkpoint every matrix's rows with their random baselines, the ``‖ΔW‖²``-weighted
         aggregate, per block, and the ULP histogram of ``ΔW`` in the base's dtype) and
-        ``timings_s["geometry"]``.  Dense checkpoints only: refused with a LoRA adapter.  Off
-        (default): the document has no ``"geometry"`` key and nothing else changes.
+        ``timings_s["geometry"]``.  A LoRA adapter's updates are measured from their factors
+        (:func:`analysis.geometry.lora_update_geometry`; matrices it does not update are left out)
+        and its intruder dimensions go to ``checkpoints[i]["adapter"]["intruders"]``
+        (:func:`analysis.diff.geometry_pass.intruders`).  Off (default): the document has no
+        ``"geometry"`` key and nothing else changes.
     dynamics : "auto", "series", "runs" or None
         How the checkpoints move relative to each other (:mod:`analysis.diff.dynamics`; the
         document gains ``"dynamics"``, ``settings["dynamics"]``; its time counts in ``timings_s["cross"]``).
@@ -104,9 +106,9 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         overall, and the linearity R² of a fixed-seed sample of entries against the step (steps
         from the names ``checkpoint-N`` / ``global_step_N``, else the position).  ``"runs"``:
         independent runs of one base: the Jaccard of their top-``q`` update masks per pair against
-        the random baseline.  ``"auto"`` (default): ``"runs"`` with two or more full checkpoints,
-        off with one checkpoint or with LoRA adapters.  ``None``: off.  Both need two or more full
-        checkpoints.
+        the random baseline.  ``"auto"`` (default): ``"runs"`` with two or more checkpoints, off with
+        one.  ``None``: off.  Both need two or more checkpoints; LoRA adapters are measured from what
+        they store (:mod:`analysis.diff.dynamics`).
 
     Returns
     -------
@@ -160,8 +162,6 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         raise ValueError(f"allow_other_base must be True or False, got {allow_other_base!r}")
     if not isinstance(geometry, bool):
         raise ValueError(f"geometry must be True or False, got {geometry!r}")
-    if geometry and any(_is_adapter(p) for p in paths):
-        raise ValueError(ADAPTER_REFUSAL)
     _check_dynamics(dynamics)
     dyn = plan_dynamics(dynamics, paths, any(_is_adapter(p) for p in paths))
     dev = resolve_device(device)
@@ -198,7 +198,7 @@ def diff(base: str, checkpoints: Sequence[str], *, device: str = "auto", top_k: 
         "skipped_tensors": skipped,
     }
     if adapters:
-        adapter_notes(doc, adapters)
+        adapter_notes(doc, adapters, tallies if geometry else None)
         doc["settings"]["allow_other_base"] = allow_other_base
     if geometry:
         doc["settings"]["geometry"] = True
@@ -379,6 +379,9 @@ def _finish(r: _Tally, b: Checkpoint, tok: Any, cast: str | None = None, tok_kno
         "inner_s1_s2_mean": float(np.mean(inner_s12)) if inner_s12 else None,
         "inner_rank1_fraction_mean": float(np.mean(inner_r1)) if inner_r1 else None,
         "inner_l2_share_mean": float(np.mean([pl["l2_share"] for pl in per_layer])) if per_layer else None,
+        # depth-normalised Inner: L · mean block share = the blocks' total share of ‖ΔW‖², which is also
+        # the mean block share relative to an even split 1/L (compares across depths; FADE: L = 28)
+        "inner_l2_share_x_layers": float(sum(pl["l2_share"] for pl in per_layer)) if per_layer else None,
         "inner_n_matrices": len(inner_s12),
         "vocab_note": vocab_note,
         "notes": r.notes + ([f"{n_inf} block matrices have σ2 = 0 (s1/s2 infinite), left out of "

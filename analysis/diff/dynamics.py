@@ -31,6 +31,25 @@ the report's "Dynamics" section; every key in ``docs/checkpoint_diff.md``):
   :func:`analysis.geometry.update_mask_jaccard`) per tensor and pooled over the tensors, against
   :func:`analysis.geometry.jaccard_baseline` of the achieved densities (two independent random
   masks).  The masks are taken from the ``ΔW`` of the tensor pass, one bit per entry.
+
+LoRA adapters (``rlvr-diff BASE --series RUN_DIR`` over a TRL + peft run's adapter checkpoints, or
+several adapters of one base) are measured from what they store, tensor by tensor, only over the
+base tensors some adapter updates (the others have ``ΔW = 0`` in every checkpoint):
+
+* **change density**: the bit-identical share of the *stored* adapter entries (``lora_A``,
+  ``lora_B``, a DoRA magnitude, ``modules_to_save`` tensors, ``lora_B.bias``) between consecutive
+  checkpoints: what the optimizer left untouched in the parameters it trains.  (The entries of
+  ``ΔW = s·B·A`` are not stored: a change of one factor entry changes a whole row or column of
+  ``ΔW``, so their bit-identity says nothing the factors do not.)  A series must keep the adapter's
+  targets and ranks (refused otherwise, before any work: the factors of different shapes have no
+  entry-by-entry correspondence);
+* **linearity**: on the same fixed-seed sample of entries of ``ΔW`` per tensor as a dense series
+  (:func:`sample_indices` of the ``m × n`` update), each sampled entry ``ΔW_ij = s·B_i·A_j``
+  computed from row ``i`` of ``B`` and column ``j`` of ``A`` (never forming ``ΔW``); the R² of an
+  entry of ``W_base + ΔW`` against the step is that of ``ΔW_ij`` (a constant shift);
+* **Jaccard of update masks** across runs: the same rule on ``ΔW = s·B·A``, exact: the threshold
+  (the ``⌈q·N⌉``-th largest ``|ΔW|``) by the streaming radix selection of :mod:`analysis.geometry`
+  over float64 row blocks of ``s·B·A``, then the mask block by block (one bit per entry).
 """
 
 from __future__ import annotations
@@ -150,6 +169,48 @@ def _mask_bits(D: Any, q: float) -> tuple[np.ndarray, int]:
     return np.packbits(m), int(np.count_nonzero(m))
 
 
+def _low_rank_mask_bits(f: tuple[np.ndarray, np.ndarray, float], q: float) -> tuple[np.ndarray, int, int]:
+    """The update mask of ``ΔW = s·L·R`` (``f = (L, R, s)``) as :func:`_mask_bits` (packed bits,
+    size) and its entry count ``N``: the threshold by an exact radix selection
+    (:func:`analysis.geometry._select`) over float64 row blocks of ``s·L·R`` (2^22 entries each),
+    then the mask block by block; ``ΔW`` is never formed whole."""
+    from ..geometry import _select, _Target, _top_count
+
+    L, R, s = f
+    Lt = torch.from_numpy(np.ascontiguousarray(s * np.asarray(L, dtype=np.float64)))
+    Rt = torch.from_numpy(np.ascontiguousarray(R, dtype=np.float64))
+    m, n = int(Lt.shape[0]), int(Rt.shape[1])
+    N = m * n
+    step = max(8, ((1 << 22) // max(n, 1)) // 8 * 8)     # whole bytes of bits per block
+
+    def blocks() -> Any:
+        for i in range(0, m, step):
+            yield {"d": (Lt[i:i + step] @ Rt).abs_()}
+
+    t = _Target("d", _top_count(q, N))
+    _select([t], blocks, N)
+    bits, size = [], 0
+    for sc in blocks():
+        mk = (sc["d"] >= t.value) & (sc["d"] > 0)
+        size += int(mk.sum())
+        bits.append(np.packbits(mk.reshape(-1).numpy()))
+    return np.concatenate(bits), size, N
+
+
+def _sampled_entries(u: Any, idx: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """The flat entries ``idx`` of one adapter's update of a tensor (float64): ``u`` is ``None``
+    (``ΔW = 0``), the factors ``(L, R, s)`` (``ΔW_ij = s·L_i·R_{:,j}``, from rows of ``L`` and
+    columns of ``R``) or the dense ``ΔW``."""
+    if u is None:
+        return np.zeros(idx.size)
+    if isinstance(u, tuple):
+        L, R, s = u
+        n = int(R.shape[1])
+        rows, cols = idx // n, idx % n
+        return s * np.einsum("ij,ji->i", np.asarray(L, dtype=np.float64)[rows], np.asarray(R, dtype=np.float64)[:, cols])
+    return np.asarray(u.cpu().numpy() if isinstance(u, torch.Tensor) else u, dtype=np.float64).reshape(-1)[idx]
+
+
 def _popcount(x: np.ndarray) -> int:
     return int(np.bitwise_count(x).sum(dtype=np.int64))
 
@@ -183,6 +244,7 @@ class Dynamics:
         self.pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
         self.jac = np.zeros((len(self.pairs), 3), dtype=np.int64)         # runs: intersection, |A|, |B|
         self.jac_entries = 0
+        self.adapters = False                                             # LoRA adapters (adapter_tensor_done)
 
     # ------------------------------------------------------------ runs
     def wants_masks(self) -> bool:
@@ -244,6 +306,67 @@ class Dynamics:
             rec.update(_summary(r2, ss_res, ss_tot, static))
         self.tensors.append(rec)
 
+    # ---------------------------------------------------------- adapters
+    def check_adapters(self, adapters: Sequence[Any]) -> None:
+        """Before any work: a series of adapters must store the same tensors with the same ranks in
+        every checkpoint (their factors are compared entry by entry)."""
+        self.adapters = True
+        if self.kind != "series":
+            return
+        for i in range(len(adapters) - 1):
+            a, b = adapters[i].layout(), adapters[i + 1].layout()
+            if a != b:
+                diff = sorted(set(a) ^ set(b)) or sorted(n for n in a if a[n] != b[n])
+                n0 = diff[0]
+                what = lambda x: "nothing" if x is None else (f"{x[0]} (rank {x[1]})" if x[1] is not None else x[0])  # noqa: E731
+                raise ValueError(f"checkpoints[{i + 1}]: the LoRA adapters of a series must update the same tensors "
+                                 f"with the same ranks (their stored factors are compared entry by entry), but tensor "
+                                 f"{n0!r} is updated by {what(a.get(n0))} in {self.paths[i]!r} and by "
+                                 f"{what(b.get(n0))} in {self.paths[i + 1]!r}")
+
+    def adapter_tensor_done(self, tallies: list[Any], adapters: Sequence[Any], name: str, kind: str,
+                            updates: Sequence[Any]) -> None:
+        """Tensor ``name`` of every adapter measured: ``updates[i]`` is adapter ``i``'s update of it
+        (``None``, the factors ``(L, R, s)`` or the dense ``ΔW``).  A tensor no adapter updates is
+        left out."""
+        if all(u is None for u in updates):
+            return
+        shape = tallies[0].pairs[name].compared_shape
+        N = int(np.prod(shape)) if len(shape) else 1
+        if self.kind == "runs":
+            for i, u in enumerate(updates):
+                if u is None:
+                    self.masks[i] = (np.zeros(-(-N // 8), np.uint8), 0, N)
+                elif isinstance(u, tuple):
+                    self.masks[i] = _low_rank_mask_bits(u, MASK_FRACTION)
+                else:
+                    bits, size = _mask_bits(u, MASK_FRACTION)
+                    self.masks[i] = (bits, size, N)
+            self._runs_tensor(name, kind)
+            return
+        prev = None
+        same = []
+        n_stored = 0
+        for i, a in enumerate(adapters):
+            stored = [a._tensor(k) for k in a.stored_keys(name)]
+            if prev is not None:
+                c = sum(bit_identical(x, y) for x, y in zip(prev, stored))
+                same.append(c)
+                self.pair_counts[i - 1] += (c, n_stored)
+            n_stored = sum(int(t.numel()) for t in stored)
+            prev = stored
+        rec: dict[str, Any] = {"name": name, "kind": kind, "n_entries": n_stored, "n_update_entries": N,
+                               "identical_shares": [c / n_stored if n_stored else 1.0 for c in same],
+                               "identical_share": sum(same) / (n_stored * len(same)) if n_stored and same else 1.0}
+        if len(adapters) >= 3:
+            idx = sample_indices(name, N)
+            vals = np.vstack([_sampled_entries(u, idx, shape) for u in updates])
+            r2, ss_res, ss_tot, static = linearity_r2(self.steps, vals)
+            self.r2.append(r2[~static])
+            self.ss.append((ss_res, ss_tot, static))
+            rec.update(_summary(r2, ss_res, ss_tot, static))
+        self.tensors.append(rec)
+
     # ----------------------------------------------------------- common
     def tensor_done(self, tallies: list[Any], name: str, kind: str) -> None:
         """All checkpoints of tensor ``name`` measured: the series pass of this tensor, or the
@@ -258,6 +381,14 @@ class Dynamics:
         from ..geometry import _jaccard, jaccard_baseline
 
         doc: dict[str, Any] = {"kind": self.kind, "checkpoints": self.paths}
+        if self.adapters:
+            doc["adapters"] = True
+            self.notes.append(
+                "LoRA adapters: only the base tensors some adapter updates are counted; "
+                + ("the bit-identical share is over the stored adapter entries (lora_A, lora_B, DoRA magnitudes, "
+                   "full tensors, lora_B.bias), the linearity over sampled entries of ΔW = s·B·A (each from a row of "
+                   "B and a column of A)" if self.kind == "series" else
+                   "the update masks are those of ΔW = s·B·A (exact threshold, row blocks of s·B·A)"))
         if self.kind == "runs":
             q = MASK_FRACTION
             doc["settings"] = {"mask_fraction": q,
@@ -303,20 +434,22 @@ class Dynamics:
         return doc
 
 
-def plan(kind: str | None, paths: Sequence[str], adapters: bool) -> Dynamics | None:
-    """The :class:`Dynamics` of a diff (``kind`` from ``diff(dynamics=...)``), ``None`` when off."""
+def plan(kind: str | None, paths: Sequence[str], adapters: bool = False) -> Dynamics | None:
+    """The :class:`Dynamics` of a diff (``kind`` from ``diff(dynamics=...)``), ``None`` when off;
+    ``adapters``: the checkpoints are LoRA adapter directories (measured alike, from what they
+    store: module docstring)."""
     from .stream import _step_of
 
     n = len(paths)
     if kind == "auto":
-        kind = "runs" if n >= 2 and not adapters else None
+        kind = "runs" if n >= 2 else None
     if kind is None:
         return None
-    if adapters:
-        raise ValueError(f"dynamics={kind!r} needs full checkpoints, not LoRA adapter directories")
     if n < 2:
         raise ValueError(f"dynamics={kind!r} needs at least 2 checkpoints, got {n}")
-    return Dynamics(kind, paths, [_step_of(p) for p in paths])
+    d = Dynamics(kind, paths, [_step_of(p) for p in paths])
+    d.adapters = bool(adapters)
+    return d
 
 
 def _check(kind: Any) -> None:

@@ -13,15 +13,21 @@
   histogram (ULP counts added over matrices).
 - :func:`geometry_frame`: the per-matrix rows of a document as one long DataFrame.
 
+- :func:`measure_low_rank`: the same for a LoRA update ``ΔW = s·L·R`` of an adapter, from its
+  factors (:func:`analysis.geometry.lora_update_geometry`, called by
+  :func:`analysis.diff.lora.adapter_pass` with ``W_base`` read once), with the update's intruder
+  dimensions beside those of a random update of the same rank and norm; :func:`intruders`
+  gathers them into the adapter's ``intruders`` block.
+
 The matrix math and its baselines are :mod:`analysis.geometry` (``docs/spectra.md``, "Geometry of
 an update relative to the base"); this module only runs it inside the tensor pass and sums up.
-LoRA adapters are refused (:data:`ADAPTER_REFUSAL`): their pass never forms the dense ``ΔW``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import zlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +43,8 @@ if TYPE_CHECKING:
 
     from .run import DiffRun, _Tally
 
-__all__ = ["GEOMETRY_AGGREGATION", "ADAPTER_REFUSAL", "applies", "measure", "finish", "geometry_frame"]
+__all__ = ["GEOMETRY_AGGREGATION", "INTRUDER_K", "INTRUDER_EPSILONS", "applies", "measure", "measure_low_rank",
+           "intruders", "finish", "geometry_frame"]
 
 #: how the aggregates of the ``geometry`` block are formed, stated in report.json and the report
 GEOMETRY_AGGREGATION = (
@@ -46,12 +53,10 @@ GEOMETRY_AGGREGATION = (
     "energy_covered = the share of the summed ‖ΔW‖² in those matrices. Not averaged: delta_fro_norm, base_rms, "
     "delta_rms, principal_rank and the ULP rows; the ULP histogram is aggregated in precision (counts add).")
 
-#: why ``geometry=True`` is refused with a LoRA adapter
-ADAPTER_REFUSAL = (
-    "geometry: the geometry of the update is computed for dense checkpoints only: a LoRA adapter's ΔW = s·B·A is "
-    "measured from its factors and never formed as a dense matrix (for a 7B model that is one m × n product per "
-    "target module). Merge the adapter into a full checkpoint (peft: merge_and_unload() then save_pretrained()) "
-    "and run rlvr-diff --geometry BASE MERGED, or drop --geometry")
+#: intruder dimensions of a LoRA update: top-k singular vectors of W_base + s·B·A, thresholds ε
+#: (the defaults of analysis.geometry.lora_intruders: k = 10 and the ε sweep of arXiv 2410.21228)
+INTRUDER_K = 10
+INTRUDER_EPSILONS = (0.1, 0.3, 0.5, 0.7, 0.9)
 
 #: rows of update_geometry that are not averaged over matrices
 _NOT_AVERAGED = frozenset({"delta_fro_norm", "base_rms", "delta_rms", "principal_rank", "ulp_share", "ulp_count",
@@ -105,9 +110,38 @@ def _torch_threads(run: DiffRun) -> Iterator[None]:
         torch.set_num_threads(old)
 
 
+def _gram_workers(run: DiffRun) -> int:
+    """Threads for the Gram pass of the geometry's ``"gram32"`` spectra: the run's workers when its
+    background spectra are idle (inline, or nothing in flight), else 1 (the pass is already parallel)."""
+    bg = run.background
+    if run.device.type != "cpu" or bg is None:
+        return 1
+    if bg.pool is None:
+        return max(1, int(run.workers))
+    return max(1, int(run.workers)) if all(f.done() for f, _ in bg.pending) else 1
+
+
+def _spectra(run: DiffRun, p: TensorPair, B: Any, X: Any, expert: int | None) -> tuple[Any, Any]:
+    """The spectra of ``W_base`` and ``W_rl`` for the geometry (:func:`analysis.geometry.geometry_spectra`;
+    each Gram pass on :func:`_gram_workers` threads), ``W_base``'s once per tensor (and expert)
+    however many checkpoints are diffed against it: kept on ``run`` for the tensor being measured
+    (each expert of a fused 3-D one), dropped before the next tensor's is computed."""
+    key = (p.name, expert, tuple(int(s) for s in B.shape))
+    cache = run.geometry_base
+    for k in [k for k in cache if k[0] != p.name]:
+        del cache[k]
+    sb, sr = geo.geometry_spectra(B, X, base_spectrum=cache.get(key), device=run.device,
+                                  workers=_gram_workers(run))
+    cache[key] = sb
+    return sb, sr
+
+
 def measure(run: DiffRun, r: _Tally, p: TensorPair, B: Any, X: Any, ulp: str | None) -> None:
     """:func:`analysis.geometry.update_geometry` of ``(W_base, W_rl) = (B, X)`` (the compared rows,
-    as the pass read them), appended to ``r.geometry``; a fused 3-D expert tensor expert by expert."""
+    as the pass read them), appended to ``r.geometry``; a fused 3-D expert tensor expert by expert.
+    ``W_base``'s spectrum is computed once per tensor for all checkpoints (:func:`_spectra`);
+    large float32 matrices get ``"gram32"`` spectra (:func:`analysis.geometry.update_geometry`),
+    their Gram pass split over the run's workers when the background spectra are idle."""
     with _torch_threads(run):
         if len(p.shape) == 3:
             for j in range(int(p.compared_shape[0])):
@@ -120,7 +154,8 @@ def _one(run: DiffRun, r: _Tally, p: TensorPair, B: Any, X: Any, ulp: str | None
     shape = [int(s) for s in B.shape]
     entry: dict[str, Any] = {"name": p.name, "kind": p.kind, "layer": p.layer, "expert": expert, "shape": shape}
     try:
-        df = geo.update_geometry(B, X, ulp_dtype=ulp, device=run.device)
+        sb, sr = _spectra(run, p, B, X, expert)
+        df = geo.update_geometry(B, X, ulp_dtype=ulp, device=run.device, base_spectrum=sb, rl_spectrum=sr)
     except ValueError as err:
         if "zero matrix" not in str(err):
             where = p.name if expert is None else f"{p.name} (expert {expert})"
@@ -129,6 +164,12 @@ def _one(run: DiffRun, r: _Tally, p: TensorPair, B: Any, X: Any, ulp: str | None
                       "metrics": [], "ulp_counts": None})
         r.geometry.append(entry)
         return
+    _fill(entry, df, shape, ulp)
+    r.geometry.append(entry)
+
+
+def _fill(entry: dict[str, Any], df: pd.DataFrame, shape: list[int], ulp: str | None) -> None:
+    """A matrix's entry from :func:`analysis.geometry.update_geometry`'s rows."""
     fro = float(df.loc[df.metric == "delta_fro_norm", "value"].iloc[0])
     counts = df[df.metric == "ulp_count"]
     entry.update({
@@ -139,7 +180,87 @@ def _one(run: DiffRun, r: _Tally, p: TensorPair, B: Any, X: Any, ulp: str | None
                     for g, m, a, v, b in df[~df.metric.isin(("ulp_share", "ulp_count"))].itertuples(index=False)],
         "ulp_counts": [int(c) for c in counts["value"]] if ulp is not None else None,
     })
+
+
+def measure_low_rank(run: DiffRun, r: _Tally, p: TensorPair, B: Any, f: tuple[np.ndarray, np.ndarray, float],
+                     info: dict[str, Any], ulp: str | None) -> None:
+    """:func:`analysis.geometry.lora_update_geometry` of ``ΔW = s·L·R`` (``f = (L, R, s)``, as the
+    base stores the weight) against ``W_base = B``, appended to ``r.geometry`` like a dense matrix's
+    entry, with the update's intruder dimensions under ``"intruders"`` (:data:`INTRUDER_K`,
+    :data:`INTRUDER_EPSILONS`; on the module's output side: the left singular vectors of an
+    ``out × in`` weight, the right ones of a transposed one (Conv1D, embeddings); against the top
+    ``max(default_ks)`` singular vectors of ``W_base`` the geometry computes anyway; the random
+    update seeded by ``crc32`` of the tensor name)."""
+    L, R, s = f
+    shape = [int(x) for x in B.shape]
+    entry: dict[str, Any] = {"name": p.name, "kind": p.kind, "layer": p.layer, "expert": None, "shape": shape}
+    side = "right" if info.get("transposed") else "left"
+    k = min(INTRUDER_K, min(shape))
+    n_base = max(geo.default_ks(*shape))
+    with _torch_threads(run):
+        try:
+            df = geo.lora_update_geometry(B, R, L, s, ulp_dtype=ulp, k=k, epsilons=INTRUDER_EPSILONS, side=side,
+                                          n_base=n_base, seed=zlib.crc32(p.name.encode("utf-8")),
+                                          device=run.device)
+        except ValueError as err:
+            if "zero matrix" not in str(err):
+                raise ValueError(f"{r.ck.label}: geometry of tensor {p.name!r}: {err}") from None
+            entry.update({"note": f"no geometry: {err}", "delta_energy": None, "ks": [], "ulp_dtype": ulp,
+                          "metrics": [], "ulp_counts": None})
+            r.geometry.append(entry)
+            return
+    _fill(entry, df[df.group != "intruders"], shape, ulp)
+    intr = df[df.group == "intruders"]
+
+    def col(metric: str, which: str) -> list[float]:
+        return [float(x) for x in intr.loc[intr.metric == metric, which]]
+
+    by_eps = []
+    for e in INTRUDER_EPSILONS:
+        row = {m: intr[(intr.metric == m) & (np.isclose(intr.param, e))].iloc[0]
+               for m in ("n_intruders", "n_intruders_certain", "intruder_energy_share")}
+        by_eps.append({"epsilon": e, "n_intruders": int(row["n_intruders"].value),
+                       "n_intruders_certain": int(row["n_intruders_certain"].value),
+                       "energy_share": float(row["intruder_energy_share"].value),
+                       "baseline_n_intruders": int(row["n_intruders"].baseline),
+                       "baseline_n_intruders_certain": int(row["n_intruders_certain"].baseline),
+                       "baseline_energy_share": float(row["intruder_energy_share"].baseline)})
+    entry["intruders"] = {"name": p.name, "module": info.get("module"), "rank": info.get("rank"),
+                          "scale": info.get("scale"), "shape": shape, "layer": p.layer, "side": side, "k": k,
+                          "n_base": n_base, "delta_energy": entry["delta_energy"],
+                          "max_cos": col("max_cos", "value"), "baseline_max_cos": col("max_cos", "baseline"),
+                          "base_span_share": col("base_span_share", "value"), "by_epsilon": by_eps}
     r.geometry.append(entry)
+
+
+def intruders(r: _Tally) -> dict[str, Any]:
+    """The ``intruders`` block of an adapter (``checkpoints[i].adapter.intruders``): every target's
+    rows (taken out of its geometry entry) and, per ``ε``, the totals over the targets beside the
+    random update's."""
+    targets = [m.pop("intruders") for m in r.geometry if "intruders" in m]
+    summary = []
+    n = len(targets)
+    for j, e in enumerate(INTRUDER_EPSILONS):
+        rows = [t["by_epsilon"][j] for t in targets]
+        summary.append({
+            "epsilon": e, "n_targets": n,
+            "n_intruders": sum(x["n_intruders"] for x in rows),
+            "n_intruders_certain": sum(x["n_intruders_certain"] for x in rows),
+            "targets_with_intruders": sum(x["n_intruders"] > 0 for x in rows),
+            "energy_share_mean": sum(x["energy_share"] for x in rows) / n if n else None,
+            "baseline_n_intruders": sum(x["baseline_n_intruders"] for x in rows),
+            "baseline_targets_with_intruders": sum(x["baseline_n_intruders"] > 0 for x in rows),
+            "baseline_energy_share_mean": sum(x["baseline_energy_share"] for x in rows) / n if n else None})
+    return {"function": "analysis.geometry.lora_update_geometry (group 'intruders'), one call per LoRA target",
+            "k": INTRUDER_K, "epsilons": list(INTRUDER_EPSILONS),
+            "definition": "a top-k singular vector y_j of W_base + s·B·A (output side: left of an out × in weight, "
+                          "right of a transposed one) is an intruder at ε when max_i |cos(y_j, x_i)| < ε over the top "
+                          "n_base singular vectors x_i of W_base (n_base = max(default_ks), those the geometry "
+                          "computes); the paper (arXiv 2410.21228) compares with all of them: n_intruders bounds "
+                          "its count from above, n_intruders_certain (also √(1 − ‖X_n_baseᵀ y_j‖²) < ε) from below",
+            "baseline": "the same for W_base + G_B·G_A, Gaussian factors of the adapter's rank r scaled to the same "
+                        "‖ΔW‖_F, seeded by crc32 of the tensor name",
+            "summary": summary, "targets": targets}
 
 
 def aggregate(matrices: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -198,7 +319,7 @@ def finish(tallies: list[_Tally], num_layers: int) -> dict[str, Any]:
     """The ``geometry`` block of the document (per checkpoint, in the order of ``checkpoints``)."""
     cks = []
     for r in tallies:
-        mats = r.geometry
+        mats = [{k: v for k, v in m.items() if k != "intruders"} for m in r.geometry]
         per_layer = []
         for i in range(num_layers):
             lm = [m for m in mats if m["layer"] == i]

@@ -246,6 +246,26 @@ class Adapter:
         key, scale = self.bias_deltas[name]
         return scale * self._float64(key)
 
+    def stored_keys(self, name: str) -> list[str]:
+        """The keys of the adapter file that hold the update of base tensor ``name`` (the factors
+        ``lora_A``, ``lora_B`` and a DoRA magnitude; a full tensor; a ``lora_B.bias``), ``[]`` if none."""
+        if name in self.low_rank:
+            d = self.low_rank[name]
+            return [d.a_key, d.b_key] + ([self.dora[name]] if name in self.dora else [])
+        if name in self.full:
+            return [self.full[name]]
+        if name in self.bias_deltas:
+            return [self.bias_deltas[name][0]]
+        return []
+
+    def layout(self) -> dict[str, Any]:
+        """What the adapter stores, per base tensor: ``{name: (how, rank)}`` (``how``: ``"lora"``,
+        ``"dora"``, ``"full"``, ``"lora_bias"``; ``rank`` ``None`` but for factors)."""
+        out: dict[str, Any] = {n: ("dora" if n in self.dora else "lora", d.rank) for n, d in self.low_rank.items()}
+        out.update({n: ("full", None) for n in self.full})
+        out.update({n: ("lora_bias", None) for n in self.bias_deltas})
+        return out
+
     def summary(self) -> dict[str, Any]:
         """The adapter's entry in the report document."""
         c = self.adapter_config
@@ -851,14 +871,25 @@ def adapter_pass(run: DiffRun, runs: list[_Tally], adapters: list[Adapter], b: C
     (:func:`_measure_low_rank`), full tensors with :func:`_measure`, the rest ΔW = 0.  The base
     is read once per tensor for ‖W_base‖ (:func:`analysis.stored_norm`, relative error ≲ 1e-6; the
     exact float64 path of the dense diff where it declines) and for the full tensors' difference."""
+    from . import geometry_pass
+
     ops = run.ops
     n = len(runs)
+    keep = n >= 2 or run.dynamics is not None
+    if run.dynamics is not None:
+        run.dynamics.check_adapters(adapters)
     for name in names:
-        B = None   # the base as float, read only for a tensor an adapter stores whole
+        B = None   # the base as float, read only for a tensor an adapter stores whole (or for --geometry)
         base_l2 = stored_norm(b.read(name)) if b.info(name).is_float else None
         if base_l2 is None:
             B = ops.load(b, name)
             base_l2 = ops.stats(B, counts=False)[0]
+        geometry = geometry_pass.applies(run, runs[0].pairs[name], b.config) and any(
+            name in a.low_rank or name in a.full for a in adapters)
+        ulp = geometry_pass.ulp_dtype(b.info(name).dtype, None) if geometry else None
+        if geometry and B is None:
+            with run.phase("read"):
+                B = ops.load(b, name)
         upd: list[Any] = []
         for r, a in zip(runs, adapters):
             p = r.pairs[name]
@@ -867,28 +898,43 @@ def adapter_pass(run: DiffRun, runs: list[_Tally], adapters: list[Adapter], b: C
                     B = ops.load(b, name)
                 D = a.dora_update(name, B.cpu().numpy() if ops.torch else B)
                 D = torch.from_numpy(D).to(ops.dev) if ops.torch else D
+                if geometry:
+                    with run.phase("geometry"):
+                        geometry_pass.measure(run, r, p, B, B + D, ulp)
                 _measure(run, r, p, D, base_l2)
                 r.records[-1]["adapter_tensor"] = "dora"
                 r.records[-1]["low_rank"] = dict(a.low_rank[name].info(), dora=True)
-                upd.append((D.cpu().numpy() if ops.torch else D) if n >= 2 else None)
+                upd.append((D.cpu().numpy() if ops.torch else D) if keep else None)
                 del D
             elif name in a.low_rank:
                 f = a.factors(name)
+                if geometry:
+                    with run.phase("geometry"):
+                        geometry_pass.measure_low_rank(run, r, p, B, f, a.low_rank[name].info(), ulp)
                 _measure_low_rank(run, r, p, f, a.low_rank[name].info(), base_l2)
                 upd.append(f)
             elif name in a.full or name in a.bias_deltas:
                 if B is None:
                     B = ops.load(b, name)
+                if geometry and name in a.full:
+                    x = a.read_full(name)
+                    x = x if x.dtype == torch.float64 else x.to(torch.float32)
+                    with run.phase("geometry"):
+                        geometry_pass.measure(run, r, p, B, x.to(ops.dev) if ops.torch else x.numpy(), ulp)
+                    del x
                 D = _adapter_dense(a, name, B, ops)
                 _measure(run, r, p, D, base_l2)
                 r.records[-1]["adapter_tensor"] = "lora_bias" if name in a.bias_deltas else "full"
-                upd.append((D.cpu().numpy() if ops.torch else D) if n >= 2 else None)
+                upd.append((D.cpu().numpy() if ops.torch else D) if keep else None)
                 del D
             else:
                 _measure_low_rank(run, r, p, None, None, base_l2)
                 upd.append(None)
             run.tick()
         del B
+        if run.dynamics is not None:
+            with run.phase("cross"):
+                run.dynamics.adapter_tensor_done(runs, adapters, name, b.kind(name), upd)
         if cross is not None:
             sh = _shifts(runs)
             G = np.array([[low_rank_inner(x, y) for y in upd] for x in upd])
@@ -944,11 +990,17 @@ def _measure_low_rank(run: DiffRun, r: _Tally, p: TensorPair, f: tuple[np.ndarra
     r.records.append(rec)
 
 
-def adapter_notes(doc: dict[str, Any], adapters: list[Adapter]) -> None:
-    """Each adapter's summary (``checkpoints[i].adapter``) and what its numbers mean."""
+def adapter_notes(doc: dict[str, Any], adapters: list[Adapter], tallies: list[_Tally] | None = None) -> None:
+    """Each adapter's summary (``checkpoints[i].adapter``) and what its numbers mean; with
+    ``tallies`` (a diff with ``geometry=True``) its intruder dimensions
+    (``checkpoints[i].adapter.intruders``, :func:`analysis.diff.geometry_pass.intruders`; ``None``
+    without ``geometry``)."""
+    from . import geometry_pass
+
     doc["settings"]["adapters"] = True
-    for c, a in zip(doc["checkpoints"], adapters):
+    for i_ck, (c, a) in enumerate(zip(doc["checkpoints"], adapters)):
         c["adapter"] = a.summary()
+        c["adapter"]["intruders"] = geometry_pass.intruders(tallies[i_ck]) if tallies is not None else None
         i = a.identity
         c["base_identity"] = i["status"]
         c["base_identity_names"] = {"adapter_base_model_name_or_path": i["adapter_base"], "base": i["base"],

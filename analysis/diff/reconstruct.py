@@ -509,6 +509,14 @@ def extrapolate(checkpoints: Sequence[str | os.PathLike], out: str | os.PathLike
     if len(paths) < 2:
         raise ValueError(f"checkpoints must hold at least 2 checkpoints of a series (a line in the step needs two "
                          f"points), got {len(paths)}: {paths}")
+    from .lora import _is_adapter
+
+    adapters = [i for i, p in enumerate(paths) if _is_adapter(p)]
+    if adapters:
+        i = adapters[0]
+        raise ValueError(f"checkpoints[{i}] {paths[i]!r} is a LoRA adapter directory: extrapolation reads full "
+                         f"checkpoints only (merge each adapter into its base first, e.g. with peft's "
+                         f"merge_and_unload, and pass the merged directories)")
     if steps is None:
         found = [_step_of(p) for p in paths]
         if None in found:

@@ -102,6 +102,9 @@ class DiffRun:
         Seconds of the main thread per phase (:data:`analysis.diff.settings.PHASES`).
     background : _Background or None
         The background spectra while the tensor pass runs (:meth:`spectra_workers`).
+    geometry_base : dict
+        ``geometry=True``: ``W_base``'s spectrum of the tensor being measured, shared by every
+        checkpoint (:func:`analysis.diff.geometry_pass._spectra`).
     bar : tqdm or None
         The progress bar over tensors.
     """
@@ -119,6 +122,7 @@ class DiffRun:
     timings: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
     background: _Background | None = None
     bar: Any = None
+    geometry_base: dict[Any, Any] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:

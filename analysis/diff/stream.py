@@ -327,14 +327,19 @@ def series(run_dir: str | os.PathLike) -> list[str]:
 
     * ``checkpoint-<step>`` (TRL and transformers' Trainer, any zero padding, e.g.
       ``checkpoint-000200`` as this project's trainer writes them) that contain a ``config.json``;
+    * ``checkpoint-<step>`` that hold a PEFT LoRA adapter (``adapter_config.json`` and
+      ``adapter_model.safetensors``, no ``model.safetensors`` / ``model.safetensors.index.json``: a
+      TRL + peft run), diffed from their factors (:mod:`analysis.diff.lora`); a run directory that
+      holds both adapter and full checkpoints is refused (one series is one kind);
     * verl's ``global_step_<step>``: its merged ``actor/huggingface`` directory, an ``actor``
       directory that holds a Hugging Face checkpoint itself, or the FSDP shards of ``actor``
       (``model_world_size_W_rank_R.pt``, read directly, listed as ``actor/huggingface``); a
       shard set that cannot be read is refused with the verl command that merges it
       (:func:`analysis.checkpoints.verl_merge_command`).
 
-    Temporary or partial directories (other names, no ``config.json``) are ignored.
-    Raises ``ValueError`` if ``run_dir`` is not a directory or holds none.
+    Temporary or partial directories (other names, no ``config.json`` nor adapter files) are
+    ignored.  Raises ``ValueError`` if ``run_dir`` is not a directory, holds none, or holds both
+    adapter and full checkpoints.
 
     Examples
     --------
@@ -351,20 +356,35 @@ def series(run_dir: str | os.PathLike) -> list[str]:
     if not p.is_dir():
         raise ValueError(f"run_dir must be a training-run directory holding checkpoint-* or global_step_* "
                          f"folders, got {str(run_dir)!r} (not a directory)")
+    from .lora import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+
     found = []
+    adapters = []
     for c in p.iterdir():
         if not c.is_dir():
             continue
         m = re.fullmatch(r"checkpoint-(\d+)", c.name)
-        if m and (c / "config.json").is_file():
-            found.append((int(m.group(1)), str(c)))
-            continue
+        if m:
+            full = (c / "model.safetensors").is_file() or (c / "model.safetensors.index.json").is_file()
+            if not full and (c / ADAPTER_CONFIG).is_file() and (c / ADAPTER_WEIGHTS).is_file():
+                adapters.append((int(m.group(1)), str(c)))
+                continue
+            if (c / "config.json").is_file():
+                found.append((int(m.group(1)), str(c)))
+                continue
         m = _VERL_STEP_RE.fullmatch(c.name)
         if m:
             r = resolve_checkpoint_dir(c, f"run_dir: {c.name}")
             if r != c and (r / "config.json").is_file():
                 found.append((int(m.group(1)), str(r)))
-    if not found:
-        raise ValueError(f"run_dir must hold checkpoint-<step> directories with a config.json, or verl "
-                         f"global_step_<step>/actor/huggingface directories, found none in {str(run_dir)!r}")
-    return [c for _, c in sorted(found)]
+    if found and adapters:
+        a, f = min(adapters)[1], min(found)[1]
+        raise ValueError(f"run_dir: {str(run_dir)!r} holds both LoRA adapter checkpoints ({len(adapters)}, e.g. "
+                         f"{Path(a).name!r} with {ADAPTER_CONFIG}) and full checkpoints ({len(found)}, e.g. "
+                         f"{Path(f).relative_to(p).as_posix()!r} with config.json): a series is one kind; diff them "
+                         f"separately (give the checkpoints of one kind as RL arguments)")
+    if not found and not adapters:
+        raise ValueError(f"run_dir must hold checkpoint-<step> directories with a config.json or a LoRA adapter "
+                         f"({ADAPTER_CONFIG} + {ADAPTER_WEIGHTS}), or verl global_step_<step>/actor/huggingface "
+                         f"directories, found none in {str(run_dir)!r}")
+    return [c for _, c in sorted(found or adapters)]

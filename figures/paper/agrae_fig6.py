@@ -24,11 +24,11 @@ def data() -> pd.DataFrame:
         adv = advantages.get(name)
         m = masses.closed_form(adv, P)
         rows.append(pd.DataFrame({"advantage": name, "source": "closed form", "G": G, "p": P,
-                                  "abs_sum": G * (m.m_S + m.m_F)}))
+                                  "abs_adv_sum": G * (m.m_S + m.m_F)}))
         x = np.arange(G + 1)
         groups = (np.arange(G)[None, :] < x[:, None]).astype(float)
         rows.append(pd.DataFrame({"advantage": name, "source": "groups", "G": G, "p": x / G,
-                                  "abs_sum": masses.abs_sum(adv, groups)}))
+                                  "abs_adv_sum": masses.abs_adv_sum(adv, groups)}))
     return pd.concat(rows, ignore_index=True)
 
 
@@ -41,8 +41,8 @@ def plot(df: pd.DataFrame):
     for i, name in enumerate(FAMILIES):
         cur = df[df.advantage == name]
         line, pts = cur[cur.source == "closed form"], cur[cur.source == "groups"]
-        ax.plot(line.p, line.abs_sum, color=f"C{i}", label=LABELS[name])
-        ax.plot(pts.p, pts.abs_sum, "o", color=f"C{i}", ms=7 - 1.5 * i)  # shrinking: coinciding dots stay visible
+        ax.plot(line.p, line.abs_adv_sum, color=f"C{i}", label=LABELS[name])
+        ax.plot(pts.p, pts.abs_adv_sum, "o", color=f"C{i}", ms=7 - 1.5 * i)  # shrinking: coinciding dots stay visible
     ax.plot([], [], "o", color="0.4", ms=4, label=f"a group with X = 0..{G} successes")
     # the paper's numbers: Theorem 2 (GRPO peak, symmetric in p) and Table 1b (controls at p = 1/4)
     paper_point(ax, 0.5, G, label="paper (Theorem 2, Table 1b)")
@@ -64,9 +64,9 @@ def plot(df: pd.DataFrame):
 
 
 def claims(df: pd.DataFrame) -> list[Claim]:
-    grp = df[(df.advantage == "grpo") & (df.source == "groups")].set_index("p").abs_sum
-    hard = df[(df.advantage == "agrae_hard") & (df.source == "groups")].set_index("p").abs_sum
-    easy = df[(df.advantage == "agrae_easy") & (df.source == "groups")].set_index("p").abs_sum
+    grp = df[(df.advantage == "grpo") & (df.source == "groups")].set_index("p").abs_adv_sum
+    hard = df[(df.advantage == "agrae_hard") & (df.source == "groups")].set_index("p").abs_adv_sum
+    easy = df[(df.advantage == "agrae_easy") & (df.source == "groups")].set_index("p").abs_adv_sum
     return [
         Claim(f"GRPO sum|A| = 2G sqrt(p(1-p)) = {G} at p = 0.5", "A-GRAE Theorem 2, Eq. 10", float(G), grp[0.5], 1e-12),
         Claim("GRPO sum|A| symmetric: p = 0.25 equals p = 0.75", "A-GRAE Sec. 3, Fig. 6", grp[0.25], grp[0.75], 1e-12),

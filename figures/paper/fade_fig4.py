@@ -163,7 +163,10 @@ def claims(df: pd.DataFrame) -> list[Claim]:
                    "equalised runs): the AsymGRPO delta sweep (equal difficulty profile) gives " + sweep + ", not "
                    "monotone in rho. The sign-ratio drift (m_S - m_F)H of Eq. 7 is not part of the first-order "
                    "entropy change of a softmax (rlvr_theory.entropy), so only the covariance term, which grows "
-                   "with learning, acts"),
+                   "with learning, acts",
+              tested_at=f"one setting, not swept: reference lr {LR_REF:g} equalised by max|A|, G {G}, {SEEDS} seeds, "
+                        f"{STEPS} steps; the tie of entropy to learning progress is structural (one shared correct "
+                        "answer), not a property of the lr"),
         Claim("Fig. 14: at the same learning rate a larger advantage scale max|A| collapses entropy faster: "
               "Spearman(max|A|, H_T) = -1 ideal", "FADE Fig. 14, App. 11.3", -1.0, s["scale_same"], 0.3),
         Claim("Fig. 14 / App. 11.3: equalising eta*max|A| removes the scale effect: "
@@ -173,7 +176,9 @@ def claims(df: pd.DataFrame) -> list[Claim]:
               "runs = 0", "FADE Fig. 4", 0.0, s["solve_all"], 0.3,
               note=f"measured {s['solve_all']:+.2f}: in the linear head with one shared correct answer the answer "
                    "entropy falls as the correct answer's probability rises, so entropy and learning progress "
-                   "are tied; the paper's token entropy of long reasoning traces is not"),
+                   "are tied; the paper's token entropy of long reasoning traces is not",
+              tested_at=f"one setting, not swept: reference lr {LR_REF:g}, G {G}, {SEEDS} seeds, {STEPS} steps; "
+                        "the tie is structural (one shared correct answer), not a property of the lr"),
     ]
 
 

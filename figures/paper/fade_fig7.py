@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from rlvr_theory import advantages, masses, variance
 
 from ..registry import Claim, FigureSpec, register
-from ._style import paper_point, paper_vline, subplots
+from ._style import legend_below, legend_row, paper_point, paper_vline
 
 G = 16
 ALPHAS = (1.0, 2.0, 3.0, 5.0)
@@ -42,7 +42,7 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(3, width=4.4, height=3.6)
+    fig, axes, spots = legend_row(3, width=4.4, height=3.4, legend_height=1.2)  # legends under the panels
     for i, (a, cur) in enumerate(df.groupby("alpha", sort=False)):
         c = f"C{i}"
         axes[0].plot(cur.p, cur.w, color=c, label=rf"$\alpha$ = {a:g}")
@@ -69,11 +69,10 @@ def plot(df: pd.DataFrame):
     axes[2].set_ylabel(r"Var$(w)/w^2$, $v_0$ (log scale)")
     styles = [Line2D([], [], color="0.3", label="solid: delta method (Eq. 30, 31)"),
               Line2D([], [], color="0.3", ls="--", label="dashed: exact over Binom(G, p)")]
-    for ax, extra, top, ncol in zip(axes, ([], styles, styles), (0.33, 0.021, 1e6), (1, 2, 1)):
+    for ax, spot, extra, top in zip(axes, spots, ([], styles, styles), (0.33, 0.021, 1e6)):
         h, lab = ax.get_legend_handles_labels()
         order = sorted(range(len(h)), key=lambda j: lab[j].startswith("paper"))  # curves first, then marks
-        ax.legend(handles=[h[j] for j in order] + extra, fontsize=6, loc="upper right" if ncol == 2 else
-                  ("upper left" if ax is axes[2] else "upper right"), ncol=ncol)
+        legend_below(spot, [h[j] for j in order] + extra, fontsize=8, ncol=1 if ax is axes[0] else 2)
         ax.set_ylim(top=top)
         ax.set_xlabel("solve rate p")
     fig.tight_layout()

@@ -4,6 +4,11 @@ modes, from :func:`simulations.linear_head.simulate_population`; dotted: r1 of t
 expected gradient at W_0 (:func:`simulations.linear_head.expected_gradient`).  Last panel
 (FADE Cor. 15.3, cross-step accumulation): the alignment of successive head gradients the
 simulator logs (``grad_cos``, ``grad_u_cos``), K = 4.
+
+The paper fixes δ, K and G; it leaves open the learning rate of this toy (ours: 0.1, the
+simulator's default).  The alignment claims are therefore also computed at lr 0.03 and 0.3 (K = 4,
+4 seeds; rows ``kind = "lr_sweep"``), fixed before those runs, and their notes give every
+learning rate (issue 31; docs/protocol.md).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ KS = (2, 4, 16)
 G = 8
 K_COS = 4          # the alignment panel and its claims
 LATE = 50          # alignment claims: mean over the logged steps after this one (the second half)
+DEFAULT_LR = 0.1   # simulate_population's default
+SWEEP_LRS = (0.03, 0.3)  # the other learning rates of the alignment claims (a half-decade each side)
 
 
 def data() -> pd.DataFrame:
@@ -39,7 +46,16 @@ def data() -> pd.DataFrame:
             Eg = lh.expected_gradient(W0, H, path_p, cm, advantages.get("asym_grpo", delta=d), G)
             frames.append(pd.DataFrame({"K": [K], "step": [0], "r1": [spectra.rank1_fraction(Eg)],
                                         "delta": [d], "kind": ["expected_gradient"]}))
-    return pd.concat(frames, ignore_index=True)
+        for lr in SWEEP_LRS:
+            tr, _ = lh.simulate_population(K=[K_COS], seeds=4, advantage="asym_grpo", advantage_params={"delta": d},
+                                           log_every=5, lr=lr)
+            tr = (tr[tr.step > 0].assign(abs_grad_cos=tr.grad_cos.abs()).groupby(["K", "step"])
+                  [["r1", "abs_grad_cos", "grad_u_cos"]].mean().reset_index())
+            tr["delta"], tr["kind"], tr["lr"] = d, "lr_sweep", lr
+            frames.append(tr)
+    out = pd.concat(frames, ignore_index=True)
+    out.loc[out.kind == "simulated", "lr"] = DEFAULT_LR
+    return out
 
 
 def plot(df: pd.DataFrame):
@@ -56,9 +72,9 @@ def plot(df: pd.DataFrame):
         ax.set_xlabel("training step")
         ax.set_ylabel(r"rank-1 fraction $r_1 = \sigma_1^2/\|\Delta W\|_F^2$")
     # Eq. 33 gives r1 of the expected gradient at W_0: a level, not a training step, so the star sits
-    # on the right edge of the K = 4 panel at the height of its dotted delta = 0.5 line (E[g] at W_0)
+    # just inside the right edge of the K = 4 panel at the height of its dotted delta = 0.5 line (E[g] at W_0)
     e = df[(df.K == 4) & (df.delta == 0.5) & (df.kind == "expected_gradient")].r1.iloc[0]
-    paper_point(axes[1], 1.0, e, transform=axes[1].get_yaxis_transform(), clip_on=False, s=150,
+    paper_point(axes[1], 0.975, e, transform=axes[1].get_yaxis_transform(), clip_on=False, s=150,
                 label="paper: Eq. 33 limit of $r_1(E[g])$, $\\delta$ = 0.5\n(a level, not a step: K = 4, right edge)")
     paper_note(axes[2], "paper (Prop. 15.1, Cor. 15.2): r1 grows\nwith K and as δ shrinks (1 = yes)",
                [1.0, 1.0, 1.0], loc="lower right", fontsize=7)
@@ -86,10 +102,28 @@ def plot(df: pd.DataFrame):
     return fig
 
 
-def _late(df: pd.DataFrame, col: str) -> pd.Series:
-    """Mean of ``col`` over the logged steps after :data:`LATE` at K = :data:`K_COS`, per delta."""
-    cur = df[(df.kind == "simulated") & (df.K == K_COS) & (df.step > LATE)]
+def _late(df: pd.DataFrame, col: str, lr: float = DEFAULT_LR) -> pd.Series:
+    """Mean of ``col`` over the logged steps after :data:`LATE` at K = :data:`K_COS`, per delta, at
+    learning rate ``lr`` (the default runs, or the ``lr_sweep`` rows)."""
+    kind = "simulated" if lr == DEFAULT_LR else "lr_sweep"
+    cur = df[(df.kind == kind) & (df.K == K_COS) & (df.step > LATE)]
+    if kind == "lr_sweep":
+        cur = cur[cur.lr == lr]
     return cur.groupby("delta")[col].mean()
+
+
+def _sweep(df: pd.DataFrame) -> tuple[str, bool, float]:
+    """The alignment at every learning rate: text, whether the order (alignment growing with δ on
+    both measures) is the same at each, and the largest flattened |cos| at δ = 0.5."""
+    parts, same, top = [], True, 0.0
+    for lr in sorted((DEFAULT_LR, *SWEEP_LRS)):
+        c, u = _late(df, "abs_grad_cos", lr), _late(df, "grad_u_cos", lr)
+        if c.empty:
+            continue
+        same &= bool(c[0.5] < c[1.0] < c[2.0] and u[0.5] < u[1.0] < u[2.0])
+        top = max(top, float(c[0.5]))
+        parts.append(f"lr {lr:g}: " + ", ".join(f"delta={d:g} |cos| {c[d]:.3f}, |cos(u)| {u[d]:.3f}" for d in DELTAS))
+    return "; ".join(parts), same, top
 
 
 def claims(df: pd.DataFrame) -> list[Claim]:
@@ -115,6 +149,12 @@ def claims(df: pd.DataFrame) -> list[Claim]:
 
 def _alignment_claims(df: pd.DataFrame) -> list[Claim]:
     c, u = _late(df, "abs_grad_cos"), _late(df, "grad_u_cos")
+    sweep, same, top = _sweep(df)
+    lrs = sorted((DEFAULT_LR, *SWEEP_LRS))
+    tested = f"lr ∈ {{{', '.join(f'{x:g}' for x in lrs)}}} (0.1: the simulator's default; the paper gives none), K = 4, 4 seeds"
+    grid = (f" Across the learning-rate grid ({sweep}) the flattened |cos| at delta = 0.5 stays at most {top:.3f}"
+            + (" and alignment grows with delta at every learning rate, so neither is an artefact of lr 0.1"
+               if same else ""))
     vals = ", ".join(f"delta={d:g}: |cos| {c[d]:.3f}, |cos(u)| {u[d]:.3f}" for d in DELTAS)
     where = f"K={K_COS}, mean over seeds and logged steps {LATE + 5}-{95} of 100"
     return [
@@ -132,13 +172,14 @@ def _alignment_claims(df: pd.DataFrame) -> list[Claim]:
                    "the step drew, so it changes from step to step; delta = 0.5 doubles the weight of that "
                    "failure noise. FADE measures from step ~600 of a 7B run, where one 'suppress non-code' "
                    "direction of the vocabulary dominates; this population has no such shared wrong-token "
-                   "direction"),
+                   "direction." + grid, tested_at=tested),
         Claim("alignment higher for asymmetric (delta = 0.5) than for symmetric (delta = 1) advantages, on both "
               f"measures ({where}; 1 = yes)", "FADE Cor. 15.3, App. 15.2", 1.0,
               float(c[0.5] > c[1.0] and u[0.5] > u[1.0]), 0,
               note=f"measured {vals}: the order is the reverse, alignment grows with delta. Success-biased "
                    "weights (delta = 2) put more of each step on the correct answers, which are the same "
-                   "tokens every step; failure-biased ones on the sampled wrong answers, which change"),
+                   "tokens every step; failure-biased ones on the sampled wrong answers, which change." + grid,
+              tested_at=tested),
     ]
 
 

@@ -45,8 +45,12 @@ def plot(df: pd.DataFrame):
     tm = df[df.series == "tail_miss"].set_index("N").value
     ax.plot(list(MARKED), [tm.loc[n] for n in MARKED], "o", color="C3", ms=5, zorder=5,
             label="N = 2, 8, 32 (paper's sizes)")
+    # each label on the side of its point away from the curve: right of the rising edge, under the
+    # peak, left of the falling edge (inside the hump)
+    offsets = dict(zip(MARKED, (((5, -12), "left"), ((0, -22), "center"), ((-7, -14), "right"))))
     for n in MARKED:
-        ax.annotate(f"N = {n}", (n, tm.loc[n]), textcoords="offset points", xytext=(5, -12), fontsize=7)
+        xy, ha = offsets.get(n, ((5, -12), "left"))
+        ax.annotate(f"N = {n}", (n, tm.loc[n]), textcoords="offset points", xytext=xy, fontsize=7, ha=ha)
     pk = df[df.series == "peak"].iloc[0]
     ax.plot([pk.N], [pk.value], "D", color="C3", mec="k", ms=7, zorder=5, label=f"our peak N* = {int(pk.N)}")
     n_max = int(tm.index.max())

@@ -13,7 +13,7 @@ import pandas as pd
 from rlvr_theory import tail_miss
 
 from ..registry import Claim, FigureSpec, register
-from ._style import paper_note, subplots
+from ._style import legend_below, legend_row, paper_note
 
 MUS = (0.8, 0.5, 0.2)
 RHOS = (0.2, 0.1, 0.05, 0.01)
@@ -34,8 +34,8 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(len(MUS), width=4.0, height=3.8)
-    for ax, mu in zip(axes, MUS):
+    fig, axes, spots = legend_row(len(MUS), width=4.2, height=3.4, legend_height=1.5)  # legends under the panels
+    for ax, spot, mu in zip(axes, spots, MUS):
         peaks = df[(df.mu == mu) & (df.kind == "peak")].sort_values("rho", ascending=False)
         ax.plot(peaks.N, peaks.tail_miss, color="0.5", lw=0.8, ls="-.", zorder=1, label=r"peaks as $\rho$ shrinks")
         for i, rho in enumerate(RHOS):
@@ -44,13 +44,13 @@ def plot(df: pd.DataFrame):
             ax.plot(c.N, c.tail_miss, color=f"C{i}", label=rf"$\rho$ = {rho:g} (N* = {int(p.N)})")
             ax.plot([p.N], [p.tail_miss], "*", color=f"C{i}", ms=11, mec="k", mew=0.5)
         ax.plot([], [], "*", color="0.7", ms=11, mec="k", mew=0.5, label=r"our peak (N*, $\Pr(\mathcal{B}_\tau)$)")
-        paper_note(ax, "paper (Fig. 2): as ρ shrinks, the peak moves right and up;\nevery curve peaks at an intermediate N",
-                   [1.0], loc="upper center", bbox_to_anchor=(0.5, -0.23), bbox_transform=ax.transAxes)
         ax.set_xscale("log", base=2)
         ax.set_title(rf"$\mu_{{pos}}$ = {mu:g}")
         ax.set_xlabel("group size N")
         ax.set_ylim(0, 1.02)
-        ax.legend(fontsize=6.5, loc="upper right")
+        legend_below(spot, ax.get_legend_handles_labels()[0], fontsize=8)
+    paper_note(axes[0], "paper (Fig. 2), every panel:\nas ρ shrinks, the peak moves\nright and up; every curve\n"
+               "peaks at an intermediate N", [1.0], loc="upper right", fontsize=7.5)
     axes[0].set_ylabel(r"tail-miss probability $\Pr(\mathcal{B}_\tau)$")
     fig.tight_layout()
     return fig

@@ -33,7 +33,7 @@ def _styles(ax, entries, **kw):
     handles = [Line2D([], [], **{"color": "0.3", **style}) for _, style in entries]
     labels = [label for label, _ in entries]
     own = ax.get_legend_handles_labels()
-    ax.legend(handles + own[0], labels + own[1], fontsize=6.5, **kw)
+    ax.legend(handles + own[0], labels + own[1], fontsize=7.5, **kw)
 
 
 def plot(df: pd.DataFrame):
@@ -65,11 +65,11 @@ def plot(df: pd.DataFrame):
     gamma_styles = [(r"solid: $\gamma$ = 0 (GRPO)", {"ls": "-"}), (r"dashed: $\gamma$ = 1 (F-GRPO)", {"ls": "--"})]
     n_styles = [(f"N = {n}", {"color": colors[n]}) for n in Ns]
     _styles(axes[0], n_styles + gamma_styles, loc="lower right", ncol=2)
-    axes[0].set_ylim(0.45, 1.0)
+    axes[0].set_ylim(0.35, 1.0)  # room under the data for the legend
     _styles(axes[1], n_styles + gamma_styles, loc="lower left")
     axes[0].annotate(f"N = {Ns[0]}: both γ overlap", (300, float(final[final.N == Ns[0]].Q_pos.iloc[0])),
-                     xytext=(0, 4), textcoords="offset points", fontsize=6.5, color="0.3")
-    axes[1].text(0.03, 0.5, f"N = {Ns[0]} and N = {big} stay at ≈ 1\nfor both γ (lines overlap)", fontsize=6.5,
+                     xytext=(0, 4), textcoords="offset points", fontsize=7.5, color="0.3")
+    axes[1].text(0.03, 0.5, f"N = {Ns[0]} and N = {big} stay at ≈ 1\nfor both γ (lines overlap)", fontsize=7.5,
                  color="0.3", transform=axes[1].transAxes)
     _styles(axes[2], [(r"$Q_{pos}$", {"color": "C0", "marker": "o", "ls": ""}),
                       (r"$M_{ret}$", {"color": "C3", "marker": "s", "ls": ""}),
@@ -77,6 +77,7 @@ def plot(df: pd.DataFrame):
                       (r"dashed, open: $\gamma$ = 1", {"ls": "--", "marker": "o", "mfc": "white", "ms": 8})],
             loc="lower left")
     axes[2].set_xscale("log", base=2)
+    axes[2].set_ylim(0, 1.06)  # room under the data for the legend
     axes[0].set(title=r"(a) total correct mass $Q_{pos}$", xlabel="step", ylabel=r"$Q_{pos}$")
     axes[1].set(title=r"(b) retained positive mass $M_{ret}$", xlabel="step", ylabel=r"$M_{ret}$")
     axes[2].set(title=f"(c) final state (step {int(m.step.max())}) vs group size", xlabel="group size N",

@@ -34,14 +34,14 @@ def data() -> pd.DataFrame:
             ms, mf, mean_abs = masses.exact(adv, P, G, with_abs=True)
             rows.append(pd.DataFrame({"family": label, "advantage": name, "G": G, "source": "expectation", "p": P,
                                       "m_S": ms, "m_F": mf, "rho": masses.advantage_ratio(adv, P, G, exact=True),
-                                      "abs_sum": G * mean_abs}))
+                                      "abs_adv_sum": G * mean_abs}))
             one = masses.outcome_advantages(adv, G)  # one group with x = 0..G successes
             inner = (one.x > 0) & (one.x < G)  # groups without signal have no ratio
             rho = np.full(len(one), np.nan)
             rho[inner] = masses.advantage_ratio(adv, one.p_hat[inner], G)  # closed form: exact given p̂
             rows.append(pd.DataFrame({"family": label, "advantage": name, "G": G, "source": "group",
                                       "p": one.p_hat, "m_S": one.m_S, "m_F": one.m_F, "rho": rho,
-                                      "abs_sum": G * one.mean_abs_A}))
+                                      "abs_adv_sum": one.abs_adv_sum}))
     return pd.concat(rows, ignore_index=True)
 
 
@@ -75,8 +75,8 @@ def plot(df: pd.DataFrame):
             ok = np.isfinite(line.rho) & (line.rho > 0)
             ax_r.plot(line.p[ok], line.rho[ok], color=c, lw=wide, solid_capstyle="butt", zorder=2)
             ax_r.plot(pts.p, pts.rho, "o", color=c, ms=3.2, zorder=4)
-            ax_a.plot(line.p, line.abs_sum, color=c, lw=1.2, zorder=2)
-            ax_a.plot(pts.p, pts.abs_sum, "o", color=c, ms=3.2, zorder=4)
+            ax_a.plot(line.p, line.abs_adv_sum, color=c, lw=1.2, zorder=2)
+            ax_a.plot(pts.p, pts.abs_adv_sum, "o", color=c, ms=3.2, zorder=4)
         paper_point(ax_m, 0.5, 0.25, values=[0.5, 0.25])
         paper_point(ax_m, 1 / 3, 0.25, values=[1 / 3, 0.25])
         paper_point(ax_r, 0.3, 3 / 7)
@@ -118,7 +118,7 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     line = df[df.source == "expectation"].set_index(["advantage", "G", "p"])
     pk = _peaks()
     out = [Claim(f"GRPO sum|A| = 2G sqrt(p(1-p)) = {G} for a group at p = 0.5 (G = {G})", "A-GRAE Theorem 2",
-                 float(G), float(grp.abs_sum[("grpo", G, 0.5)]), 1e-12) for G in GS]
+                 float(G), float(grp.abs_adv_sum[("grpo", G, 0.5)]), 1e-12) for G in GS]
     out += [
         Claim("Dr. GRPO mass peaks at p = 1/2", "FADE Sec. 2.2", 0.5, pk["dr_grpo"][0], 1e-6),
         Claim("Dr. GRPO peak mass = 1/4", "FADE Sec. 2.2", 0.25, pk["dr_grpo"][1], 1e-9),

@@ -2,6 +2,13 @@
 the Persian toy under SGD and AdamW, from :func:`simulations.linear_head.simulate_toy` (``mu``,
 ``memory_lr``): the winner share of Cat/Persian for GRPO, IAC and IAC + DLC, the same with raw
 rewards, and the final share against the memory head's learning rate.
+
+Protocol for the IAC + DLC claims (docs/protocol.md; fixed before the runs): the paper fixes the
+toy, μ = 0.5, α = 1, G ∈ {4, 16} and the two optimizers; it leaves open the learning rate ({0.01,
+0.03, 0.1, 0.3}; the memory head's is the policy's, and the last panel sweeps it at lr 0.1), the
+reduction (sum and mean) and the base advantage IAC multiplies (raw rewards, centred, normalised:
+one claim row each, against the same base with and without IAC), 16 seeds
+(:func:`simulations.toys.persian_grid`).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from matplotlib.lines import Line2D
 from simulations import linear_head as lh
 
 from ..registry import Claim, FigureSpec, register
+from . import _toy_grid as tg
 from ._style import paper_note, subplots
 
 GS = (4, 16)
@@ -41,8 +49,9 @@ def data() -> pd.DataFrame:
     frames = [_run(opt, m, None, 10).assign(part="trajectory") for opt in OPTIMIZERS for m in METHODS]
     frames += [_run(opt, m, mlr, STEPS).query(f"step == {STEPS}").assign(part="memory_lr sweep")
                for opt in OPTIMIZERS for m in ("IAC + DLC", "raw + DLC") for mlr in MEMORY_LRS]
-    return pd.concat(frames, ignore_index=True)[["part", "optimizer", "method", "G", "memory_lr", "step",
-                                                 "winner_share", "entropy"]]
+    df = pd.concat(frames, ignore_index=True)[["part", "optimizer", "method", "G", "memory_lr", "step",
+                                               "winner_share", "entropy"]]
+    return pd.concat([df, tg.iac_grid(GS, mus=(0.0, MU), mu=MU)], ignore_index=True)
 
 
 def _legend(ax, methods) -> None:
@@ -106,20 +115,26 @@ def _final(df: pd.DataFrame) -> pd.Series:
 def claims(df: pd.DataFrame) -> list[Claim]:
     s = _final(df)
     out = []
+    grid = df[df.part == "grid"].set_index(["base", "alpha", "mu", "optimizer", "lr", "reduction", "G"]).final_share
     for opt, panel in (("sgd", "5b"), ("adamw", "5d")):
-        held = all(s[(opt, "IAC + DLC", G)] < min(s[(opt, "GRPO", G)], s[(opt, "IAC", G)]) for G in GS)
-        vals = ", ".join(f"G={G}: {s[(opt, 'IAC + DLC', G)]:.2f} vs GRPO {s[(opt, 'GRPO', G)]:.2f}, "
-                         f"IAC {s[(opt, 'IAC', G)]:.2f}" for G in GS)
-        out.append(Claim(f"IAC + DLC (mu = 0.5) arrests collapse under {OPTIMIZERS[opt].split()[0]}: final winner "
-                         "share below GRPO's and IAC's, G = 4 and 16 (1 = yes)",
-                         f"Over-Sharpening App. H, Fig. {panel}", 1.0, float(held), 0,
-                         note=f"measured {vals}. Rollouts come from q = softmax(f_theta - mu f_phi) while the "
-                              "gradient is that of log pi_theta, so E[dz] = E[sum_i A_i e_yi] - pi E[sum_i A_i]. "
-                              "With GRPO-centred advantages sum_i A_i = 0 (IAC: small), so E[dz_y] is "
-                              "proportional to q_y E[A | y]: the more often drawn rewarded label still gains "
-                              "faster (the flatter q only slows this), and the wrong labels DLC draws more often "
-                              "keep groups mixed, so the advantages stay non-zero longer; nothing pulls pi "
-                              "toward q (with raw rewards the second term does, see the next claim)"))
+        for base, bname in tg.BASES.items():
+            f = grid.xs(opt, level="optimizer").xs(base, level="base")
+            cells = {tg.cell(lr, r): all(f[(1.0, MU, lr, r, G)] < min(f[(0.0, 0.0, lr, r, G)], f[(1.0, 0.0, lr, r, G)])
+                                         for G in GS) for lr in tg.LRS for r in tg.REDUCTIONS}
+            nums = "; ".join(f"{tg.cell(lr, r)}: " + ", ".join(
+                f"G={G} {f[(1.0, MU, lr, r, G)]:.2f} vs {f[(0.0, 0.0, lr, r, G)]:.2f}, IAC {f[(1.0, 0.0, lr, r, G)]:.2f}"
+                for G in GS) for lr in tg.LRS for r in tg.REDUCTIONS)
+            why = ("Rollouts come from q = softmax(f_theta - mu f_phi) while the gradient is that of log pi_theta, so "
+                   "E[dz] = E[sum_i A_i e_yi] - pi E[sum_i A_i]. With centred advantages sum_i A_i = 0 (IAC: small), "
+                   "so E[dz_y] is proportional to q_y E[A | y]: the more often drawn rewarded label still gains "
+                   "faster (the flatter q only slows this), and nothing pulls pi toward q; with raw rewards "
+                   "sum_i A_i > 0 and the second term does")
+            out.append(tg.grid_claim(
+                f"IAC + DLC (mu = 0.5) arrests collapse under {OPTIMIZERS[opt].split()[0]}, IAC on {bname}: final "
+                f"winner share below that without IAC and DLC and that of IAC alone, G = 4 and 16, fraction of the "
+                f"{len(cells)} (lr, reduction) cells", f"Over-Sharpening App. H, Fig. {panel}", cells,
+                tested_at=tg.TESTED_IAC + f", mu {MU:g}, memory lr = lr, {OPTIMIZERS[opt].split()[0]}",
+                numbers=f"Final winner share IAC + DLC vs without either, and IAC alone: {nums}.", why=why))
     raw = all(s[(opt, "raw + DLC", G)] < 0.75 and s[(opt, "raw", G)] > 0.9 for opt in OPTIMIZERS for G in GS)
     out.append(Claim("DLC (mu = 0.5) arrests collapse with raw rewards under SGD and AdamW: final winner share "
                      "< 0.75 with the memory, > 0.9 without, G = 4 and 16 (1 = yes)",

@@ -10,6 +10,14 @@ failure modes, ``G = 8`` rollouts per prompt as in the paper's runs (Sec. 4.1), 
 step.  It has one correct answer per prompt, so "collapse" there is read from what the paper
 measures on its LLM runs: the answer entropy (App. I Fig. 6), avg@8 and pass@8 (Tables 1-3),
 and, for the difficulty re-weighting itself, the solve rates of the hardest and easiest quarters.
+
+Protocol for the toy claims (docs/protocol.md; fixed before the runs): the paper fixes the toy,
+α = 1, G ∈ {4, 16} and the two optimizers; it leaves open the learning rate ({0.01, 0.03, 0.1,
+0.3}), the reduction (sum and mean) and the base advantage IAC multiplies (raw rewards, centred,
+normalised: one claim row each), IAC against the same base without it, 16 seeds
+(:func:`simulations.toys.persian_grid`).  The population claims are tested at the simulator's
+defaults only (lr 0.05, reduction "sum", IAC on GRPO's advantages: the population simulator takes
+registry advantages only).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from matplotlib.lines import Line2D
 from simulations import linear_head as lh
 
 from ..registry import Claim, FigureSpec, register
+from . import _toy_grid as tg
 from ._style import paper_note, subplots
 
 OPTIMIZERS = {"sgd": "SGD", "adamw": "AdamW"}
@@ -64,6 +73,7 @@ def data() -> pd.DataFrame:
                                         "g": g, "solve_rate": s.mean(0), "solve_rate_0": s0[0], "entropy": e.mean(0),
                                         "entropy_0": e0[0], "pass8": (1 - (1 - s) ** G).mean(0),
                                         "step": POP_STEPS}))
+    frames.append(tg.iac_grid(TOY_GS))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -114,6 +124,8 @@ def plot(df: pd.DataFrame):
             ax.axvline(x, color="0.6", lw=0.8, ls="-.")
         ax.set(xlabel=r"good-path probability $g_m$ of the prompt (hard → easy)",
                ylabel=f"solve-rate gain after {POP_STEPS} steps", title=f"population, {name}: gain per prompt")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.3 * (hi - lo))  # headroom: the legend above the points
         _legend(ax, [Line2D([], [], color="0.6", ls="-.", label="hardest / easiest quarter")], loc="upper left")
         paper_note(ax, "paper (Sec. 3.1): harder queries get\na larger effective weight", [1.0], loc="lower right",
                    fontsize=6.5)
@@ -124,9 +136,9 @@ def plot(df: pd.DataFrame):
         vals = [s.loc[(opt, m), key] for opt in OPTIMIZERS for key in ("avg", "pass8")]
         ax.bar(x + (k - 0.5) * 0.38, vals, 0.36, color=c, label=m)
         for xi, v in zip(x, vals):
-            ax.text(xi + (k - 0.5) * 0.38, v + 0.01, f"{v:.3f}", ha="center", fontsize=6, rotation=90)
+            ax.text(xi + (k - 0.5) * 0.38, v + 0.01, f"{v:.3f}", ha="center", va="bottom", fontsize=7.5, rotation=90)
     ax.set_xticks(x, [f"{OPTIMIZERS[o]}\n{k}" for o in OPTIMIZERS for k in ("avg@8", "pass@8")])
-    ax.set(ylim=(0, 1.25), ylabel=f"mean over prompts and {POP_SEEDS} seeds", title=f"population at step {POP_STEPS}")
+    ax.set(ylim=(0, 1.45), ylabel=f"mean over prompts and {POP_SEEDS} seeds", title=f"population at step {POP_STEPS}")
     ax.legend(fontsize=6.5, loc="upper left")
     paper_note(ax, "paper (Tables 1-3): IAC above GRPO\non AVG@8 and PASS@8", [1.0], loc="upper right", fontsize=6.5)
     fig.tight_layout()
@@ -148,26 +160,24 @@ def _summary(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def claims(df: pd.DataFrame) -> list[Claim]:
-    toy = df[df.part == "toy"]
-    avg = toy.groupby(["optimizer", "method", "G"]).winner_share.mean()     # time-averaged winner share
-    last = toy[toy.step == TOY_STEPS].set_index(["optimizer", "method", "G"])
     out = []
+    grid = df[df.part == "grid"].set_index(["base", "alpha", "optimizer", "lr", "reduction", "G"])
     for opt, name in OPTIMIZERS.items():
-        held = all(avg[(opt, "IAC", g)] < avg[(opt, "GRPO", g)] for g in TOY_GS)
-        vals = "; ".join(f"G={g}: time-averaged winner share IAC {avg[(opt, 'IAC', g)]:.3f} vs GRPO "
-                         f"{avg[(opt, 'GRPO', g)]:.3f}, final entropy {last.entropy[(opt, 'IAC', g)]:.3f} vs "
-                         f"{last.entropy[(opt, 'GRPO', g)]:.3f}" for g in TOY_GS)
-        why = ("under SGD with the sum over the group the factor also enlarges the step" if opt == "sgd"
-               else "AdamW normalises the overall step size away, so here it is the weight of positives relative "
-                    "to negatives that acts")
-        out.append(Claim(f"toy, {name}: IAC (alpha = 1) retards collapse, time-averaged winner share of "
-                         f"Cat/Persian below GRPO's for G = 4 and 16 (1 = yes)", f"Over-Sharpening App. H, Fig. "
-                         f"{PANEL[opt]}", 1.0, float(held), 0,
-                         note=f"measured {vals}. IAC multiplies positive advantages by (G - |S+|)^alpha, >= 1 in "
-                              "every group with a non-zero GRPO advantage (it has a failure), and leaves negatives: "
-                              "each group's advantages then sum to >= 0, a success-biased weight. With one training prompt "
-                              "there is nothing to move across prompts; the two rewarded labels Cat and Persian "
-                              f"are the modes that compete, and up-weighting positives sharpens between them; {why}"))
+        for base, bname in tg.BASES.items():
+            a = grid.avg_share.xs(opt, level="optimizer").xs(base, level="base")
+            cells = {tg.cell(lr, r): all(a[(1.0, lr, r, g)] < a[(0.0, lr, r, g)] for g in TOY_GS)
+                     for lr in tg.LRS for r in tg.REDUCTIONS}
+            nums = "; ".join(f"{tg.cell(lr, r)}: " + ", ".join(f"G={g} {a[(1.0, lr, r, g)]:.3f} vs "
+                                                               f"{a[(0.0, lr, r, g)]:.3f}" for g in TOY_GS)
+                             for lr in tg.LRS for r in tg.REDUCTIONS)
+            why = tg.iac_why(base) + ("" if opt == "sgd" else "; AdamW normalises the overall step size away, so "
+                                      "it is the weight of positives relative to negatives that acts")
+            out.append(tg.grid_claim(
+                f"toy, {name}: IAC (alpha = 1) on {bname} retards collapse, time-averaged winner share of "
+                f"Cat/Persian below that without IAC for G = 4 and 16, fraction of the {len(cells)} (lr, "
+                "reduction) cells", f"Over-Sharpening App. H, Fig. {PANEL[opt]}", cells,
+                tested_at=tg.TESTED_IAC + f", {name}",
+                numbers=f"Time-averaged winner share IAC vs without: {nums}.", why=why))
     s = _summary(df)
     per = {opt: {m: s.loc[(opt, m)] for m in METHODS} for opt in OPTIMIZERS}
 
@@ -188,6 +198,8 @@ def claims(df: pd.DataFrame) -> list[Claim]:
     ent = all(per[o]["IAC"].entropy > per[o]["GRPO"].entropy for o in OPTIMIZERS)
     out.append(Claim(f"multi-prompt: answer entropy stays higher with IAC than with GRPO under SGD and AdamW "
                      f"({where}; 1 = yes)", "Over-Sharpening App. I, Fig. 6", 1.0, float(ent), 0,
+                     tested_at=f"lr {POP_LR:g}, reduction 'sum', IAC on GRPO's normalised advantages, {POP_SEEDS} "
+                               "seeds (one setting, not swept)",
                      note=f"measured mean entropy {fmt('entropy')}; hardest quarter {fmt('hard_entropy')}; "
                           f"easiest quarter {fmt('easy_entropy')}. IAC's factor is >= 1 on every positive: it "
                           "shrinks no prompt's weight in absolute terms, it adds weight where successes are rare, "

@@ -55,9 +55,10 @@ def panel(ax, df: pd.DataFrame, title: str, cross: tuple[str, str] | None = ("a1
 
 
 def legend(fig, labels: list[str], cross: str | None = r"ours: median step where $a_2$ overtakes $a_1$",
-           paper_label: str | None = None, ncol: int = 4, extra: list | None = None) -> None:
+           paper_label: str | None = None, ncol: int = 4, extra: list | None = None, spot=None) -> None:
     """One legend below the panels: the colour of each action (``labels`` in the order of
-    :func:`panel`), thick/thin lines, the crossing line, the paper marks and ``extra`` handles."""
+    :func:`panel`), thick/thin lines, the crossing line, the paper marks and ``extra`` handles;
+    with ``spot`` (an empty axes of the grid, turned off here) the legend fills that axes instead."""
     from matplotlib.lines import Line2D
 
     h = [Line2D([], [], color=f"C{i}", lw=2, label=lab) for i, lab in enumerate(labels)]
@@ -67,6 +68,10 @@ def legend(fig, labels: list[str], cross: str | None = r"ours: median step where
         h.append(Line2D([], [], **CROSS_STYLE, label=cross))
     if paper_label is not None:
         h.append(Line2D([], [], marker="*", ms=10, color="black", ls="none", label=paper_label))
+    if spot is not None:
+        spot.axis("off")
+        spot.legend(handles=h + (extra or []), loc="upper center", ncol=ncol, fontsize=8.5, frameon=False)
+        return
     fig.legend(handles=h + (extra or []), loc="outside lower center", ncol=ncol, fontsize=8, frameon=False)
 
 

@@ -24,14 +24,17 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(len(GS), width=3.6, height=3.6, sharey=True, layout="constrained")
+    fig, axes = subplots(2, nrows=2, width=4.6, height=3.3, sharex=True, sharey=True, layout="constrained")
     t = stage_table(df).droplevel("setting")
     for ax, G in zip(axes, GS):
         panel(ax, df[df.N == G], f"G = {G}")
-        ax.set_title(f"G = {G}\n" rf"std over seeds: $\pi(a_1)$ {seed_spread(df, G):.3f}, crossing step "
+        ax.set_title(f"G = {G}\n" rf"std over seeds of $\pi(a_1)$: {seed_spread(df, G):.3f}, of the crossing step: "
                      f"{t.t_cross_std[G]:.0f}", fontsize=9)
         paper_point(ax, 0, 0.3, label="_nolegend_")
-    axes[0].set_ylabel(r"probability $\pi(a)$")
+    for ax in axes[::2]:
+        ax.set_ylabel(r"probability $\pi(a)$")
+    for ax in axes[:2]:
+        ax.set_xlabel("")
     paper_note(axes[-1], "paper (App. C.4):\ntwo stages at every G\n(fraction of seeds 1);\n"
                "larger G more stable:\nsmaller seed std (1 = yes)", [1.0, 1.0, 1.0], loc="center right")
     legend(fig, [r"$\pi(a_1)$, $r = 0.5$", r"$\pi(a_2)$, $r = 1$", r"$\pi(a_3)$, $r = 0$"],

@@ -26,18 +26,21 @@ def data() -> pd.DataFrame:
 
 
 def plot(df: pd.DataFrame):
-    fig, axes = subplots(len(TS) + 1, width=3.4, height=3.6, layout="constrained")
+    # 2 × 3 grid (readable at 1,280 px): T = 1, 2, 5 / T = 20, entropy, legend
+    fig, axes = subplots(3, nrows=2, width=4.3, height=3.4, layout="constrained")
+    spot, axes = axes[-1], axes[:-1]
     t = stage_table(df).droplevel("N")
     for ax, T in zip(axes, TS):
         panel(ax, df[df.temperature == T], "")
         ax.set_title(f"T = {T:g}\n" rf"median $\pi(a_1)$ peak at step {t.t_peak[f'T={T:g}']:g}", fontsize=9)
         paper_point(ax, 0, 0.3, label="_nolegend_")
-        if T != TS[0]:
+        if T not in (TS[0], TS[3]):
             ax.tick_params(labelleft=False)
-    axes[0].set_ylabel(r"probability $\pi(a)$")
-    paper_note(axes[0], "paper (App. C.4): " r"$\pi_0$ held constant," "\n"
+        else:
+            ax.set_ylabel(r"probability $\pi(a)$")
+    paper_note(axes[3], "paper (App. C.4): " r"$\pi_0$ held constant," "\n"
                r"max $|\pi_0(a_1) - 0.3| = 0$;" "\ntwo stages at T = 1, 2, 5\n(fraction of seeds 1)",
-               [0.0, 1.0], loc="center right")
+               [0.0, 1.0], loc="center right", bbox_to_anchor=(1.0, 0.62), bbox_transform=axes[3].transAxes)
     ent = df[df.action == "a1"].groupby(["temperature", "step"]).entropy.mean()
     hmin = df[df.action == "a1"].groupby(["temperature", "seed"]).entropy.min().groupby("temperature").median()
     for i, T in enumerate(TS):
@@ -46,7 +49,8 @@ def plot(df: pd.DataFrame):
     axes[-1].set_title("entropy of softmax(z/T)\nmean of seeds", fontsize=9)
     paper_note(axes[-1], "paper (App. C.4): higher T keeps\nmore entropy (1 = yes)", [1.0], loc="upper right")
     legend(fig, [r"$\pi(a_1)$, $r = 0.5$", r"$\pi(a_2)$, $r = 1$", r"$\pi(a_3)$, $r = 0$"],
-           paper_label=r"paper: $\pi_0(a_1) = 0.3$ at every T", ncol=5, extra=axes[-1].get_legend_handles_labels()[0])
+           paper_label=r"paper: $\pi_0(a_1) = 0.3$ at every T", ncol=1, extra=axes[-1].get_legend_handles_labels()[0],
+           spot=spot)
     fig.suptitle(r"Two-Stage Fig. 6: temperatures ($\pi_0$ = (0.3, 0.01, 0.69) at every T, r = (0.5, 1, 0), G = 2, Adam, lr 0.1)",
                  fontsize=10)
     return fig

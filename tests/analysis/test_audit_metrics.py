@@ -64,14 +64,14 @@ def test_masses_equal_of_group_on_the_reshaped_rewards(adv):
     ref = masses.of_group(adv, r.reshape(-1, 8))
     np.testing.assert_allclose(g["m_S"], ref.m_S, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(g["m_F"], ref.m_F, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(g["abs_adv_sum"], masses.abs_sum(adv, r.reshape(-1, 8)), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(g["abs_adv_sum"], masses.abs_adv_sum(adv, r.reshape(-1, 8)), rtol=1e-12, atol=1e-15)
     st = metrics.step_table(rollouts(make_frame(r)), advantage=adv)
     np.testing.assert_allclose(st["m_S"], ref.m_S.reshape(5, 12).mean(1), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(st["m_F"], ref.m_F.reshape(5, 12).mean(1), rtol=1e-12, atol=1e-15)
     # the step means are groups.summary of each step's groups
     for s in range(5):
         gs = groups.GroupStats(np.full(12, 8), r[s].sum(1).astype(int), ref.m_S.reshape(5, 12)[s],
-                               ref.m_F.reshape(5, 12)[s], masses.abs_sum(adv, r[s]))
+                               ref.m_F.reshape(5, 12)[s], masses.abs_adv_sum(adv, r[s]))
         summ = groups.summary(gs)
         for key in ("m_S", "m_F", "abs_adv_sum", "solve_rate_mean", "frac_all_correct", "frac_all_wrong"):
             assert st[key][s] == pytest.approx(summ[key], rel=1e-12, abs=1e-15)

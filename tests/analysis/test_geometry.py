@@ -472,3 +472,134 @@ def test_bad_input(call, match):
     W = np.random.default_rng(0).standard_normal((8, 6))
     with pytest.raises(ValueError, match=match):
         call(W)
+
+
+# ------------------------------------ coordinates: sampled brackets, one pass, radix fallback
+def _spy_select(monkeypatch) -> list:
+    """Record the targets handed to the radix select (the fallback of the bracketed path)."""
+    calls: list = []
+    real = geometry._select
+
+    def spy(targets, passes, N):
+        calls.append(len(targets))
+        return real(targets, passes, N)
+
+    monkeypatch.setattr(geometry, "_select", spy)
+    return calls
+
+
+CASES = {
+    # name: (W_base, W_rl): continuous; integer-valued (walls of ties in |W_base| and |ΔW|); ΔW = 0 on 90 %
+    "continuous": lambda rng: pair(300, 200, seed=21, scale=0.02),
+    "ties": lambda rng: ((B := rng.integers(-3, 4, size=(300, 200)).astype(np.float32) / 8),
+                         B + rng.integers(-2, 3, size=B.shape).astype(np.float32) / 64),
+    "mostly_unchanged": lambda rng: ((B := rng.standard_normal((300, 200))),
+                                     B + (rng.random(B.shape) < 0.1) * rng.standard_normal(B.shape)),
+}
+ARGS = dict(top_fractions=(0.001, 0.01, 0.05, 0.3), rms_multiples=(0.01, 0.1), mask_fractions=(0.02, 0.1),
+            update_fraction=0.2)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("force", ["none", "miss", "cap"])
+def test_coordinates_bracketed_path_equals_sorting(monkeypatch, case, force):
+    """60,000 entries sampled 2,000 at a time (brackets from the sample, one counting pass), against
+    numpy's sort of all entries (``ref_coordinates``); ``force``: brackets that miss every threshold
+    (``_BRACKET_Z`` < 0) or hold too many distinct values (``_HIST_CAP``): the radix-select fallback,
+    the same numbers.  Without forcing, the fallback must not run (the bracketed path answers)."""
+    Wb, Wr = CASES[case](np.random.default_rng(20))
+    monkeypatch.setattr(geometry, "_SAMPLE", 2000)
+    if force == "miss":
+        monkeypatch.setattr(geometry, "_BRACKET_Z", -40.0)
+    elif force == "cap":
+        monkeypatch.setattr(geometry, "_HIST_CAP", 3)
+    calls = _spy_select(monkeypatch)
+    got = values(geometry.coordinate_concentration(Wb, Wr, block_rows=37, **ARGS))
+    assert_match(got, ref_coordinates(Wb, Wr, ARGS["top_fractions"], ARGS["rms_multiples"], ARGS["mask_fractions"],
+                                      ARGS["update_fraction"]))
+    if force == "none":
+        assert calls == []
+    else:
+        assert calls and calls[0] >= 1
+
+
+def test_coordinates_all_equal_and_zero_update(monkeypatch):
+    """All-equal ``|W_base|`` (the low mask is a tie of every entry) and ``ΔW = 0`` in the sampled
+    path: the documented values (every share, density and overlap 0; the low mask holds all)."""
+    monkeypatch.setattr(geometry, "_SAMPLE", 500)
+    Wb = np.full((120, 90), 0.25)
+    Wb[::2] *= -1.0                                             # |W_base| all equal, rank 1
+    got = values(geometry.coordinate_concentration(Wb, Wb.copy(), mask_fractions=(0.05,), rms_multiples=(0.1,)))
+    assert got[("top_energy_share", 0.01)] == 0.0 and got[("density_above_rms", 0.1)] == 0.0
+    assert got[("update_mask_density", 0.05)] == 0.0 and got[("low_mask_density", 0.05)] == 1.0
+    assert got[("update_in_low", 0.05)] == 0.0 and got[("jaccard_update_low", 0.05)] == 0.0
+    D = np.zeros_like(Wb)
+    D[3, :10] = 1.0                                             # 10 of 10,800 entries change, by 1
+    got = values(geometry.coordinate_concentration(Wb, Wb + D, mask_fractions=(0.05,), update_fraction=0.05))
+    assert got[("update_mask_density", 0.05)] == pytest.approx(10 / Wb.size, abs=0)   # d > 0 only
+    assert got[("top_energy_share", 0.001)] == 1.0                # K = 11 ≥ 10 changed entries
+    assert got[("low_updated", 0.05)] == pytest.approx(10 / Wb.size, abs=1e-15)
+
+
+def test_bracket_holds_the_rank_and_resolves_exactly():
+    """``_bracket`` from a sample of 2^14 of 10^6 values brackets the K-th largest (the sorted
+    truth) for K across the range; the exact sample gives lo = hi = t."""
+    rng = np.random.default_rng(22)
+    x = torch.from_numpy(rng.standard_normal(10 ** 6) ** 2)
+    srt = torch.sort(x, descending=True).values
+    idx = torch.from_numpy(rng.integers(0, x.numel(), 1 << 14))
+    for K in (1, 10, 1000, 10 ** 5, 5 * 10 ** 5, 10 ** 6):
+        lo, hi = geometry._bracket(torch.sort(x[idx], descending=True).values, K, x.numel(), exact=False)
+        assert lo <= float(srt[K - 1]) <= hi, K
+    small = torch.sort(x[:1000], descending=True).values
+    assert geometry._bracket(small, 7, 1000, exact=True) == (float(small[6]),) * 2
+
+
+# --------------------------------------------------- gram32 spectra of large float32 matrices
+def test_gram32_vectors_accuracy(monkeypatch):
+    """Above ``_GRAM32_MIN`` entries (lowered here) a float32 pair gets spectra's ``"gram32"``; its
+    vectors against numpy's float64 SVD (2,000 × 500, Gaussian ``W_base``: the flat spectrum of the
+    hard case).  Bounds: energy shares 1e-8, angles 1e-5 degrees, sv_drift 1e-9 relative — 10× the
+    errors measured at 4,000 × 1,000 (6e-10, 1.4e-6°, 1.4e-11; update_geometry's docstring); the
+    float64 paths stay at 1e-9 (the tests above)."""
+    monkeypatch.setattr(geometry, "_GRAM32_MIN", 1 << 16)
+    rng = np.random.default_rng(23)
+    Wb = (0.02 * rng.standard_normal((2000, 500))).astype(np.float32)
+    Wr = (Wb + 1e-3 * rng.standard_normal(Wb.shape)).astype(np.float32)
+    assert geometry.geometry_base_spectrum(Wb, ks=[1, 8, 25]).method == "gram32"
+    ks = [1, 8, 25]
+    got = values(geometry.update_geometry(Wb, Wr, ks=ks, mask_fractions=(), ulp_dtype=None))
+    svd_b = np.linalg.svd(f64(Wb), full_matrices=False)
+    for key, want in {**ref_energy(Wb, Wr, ks, svd_b), **ref_rotation(Wb, Wr, ks, svd_b)}.items():
+        if key[0].startswith("angle"):
+            assert abs(got[key] - want) <= 1e-5, key
+        elif key[0] == "sv_drift":
+            assert got[key] == pytest.approx(want, rel=1e-9), key
+        else:
+            assert abs(got[key] - want) <= 1e-8, key
+    monkeypatch.setattr(geometry, "_GRAM32_MIN", 1 << 22)
+    assert geometry.geometry_base_spectrum(Wb, ks=[1, 8, 25]).method == "svd"   # 10^6 ≤ 2^20 entries: dense
+
+
+def test_base_spectrum_given_is_used():
+    Wb, Wr = pair(60, 40, seed=24)
+    sb = geometry.geometry_base_spectrum(Wb, ks=[2, 5])
+    a = geometry.update_geometry(Wb, Wr, ks=[2, 5])
+    b = geometry.update_geometry(Wb, Wr, ks=[2, 5], base_spectrum=sb)
+    pd.testing.assert_frame_equal(a, b)
+    with pytest.raises(ValueError, match="at least 5 singular vectors"):
+        geometry.update_geometry(Wb, Wr, ks=[2, 5], base_spectrum=geometry.geometry_base_spectrum(Wb, ks=[1]))
+
+
+def test_spectra_with_workers_equal_one_thread(monkeypatch):
+    """``workers=2``: the ``"gram32"`` Gram passes split over two threads give the same rows (the
+    partial sums do not depend on the threads), and ``geometry_spectra`` reuses a given base."""
+    monkeypatch.setattr(geometry, "_GRAM32_MIN", 1 << 16)
+    Wb, Wr = pair(600, 300, seed=25, scale=0.01, dtype=np.float32)
+    one = geometry.update_geometry(Wb, Wr, ulp_dtype=None)
+    two = geometry.update_geometry(Wb, Wr, ulp_dtype=None, workers=2)
+    pd.testing.assert_frame_equal(one, two)
+    sb, sr = geometry.geometry_spectra(Wb, Wr, workers=2)
+    assert sb.method == sr.method == "gram32"
+    sb2, sr2 = geometry.geometry_spectra(Wb, Wr, base_spectrum=sb)
+    assert sb2 is sb and np.array_equal(sr2.u, sr.u)

@@ -169,7 +169,7 @@ def test_check_prints_a_summary_the_failures_and_where_the_table_went(tmp_path, 
         lines = capsys.readouterr().out.splitlines()
         assert len(lines) == 3, lines
         assert lines[0].startswith("1 figure made in ") and lines[0].endswith(
-            "; 3 claims: 1 pass, 1 explained, 0 not reproducible here, 1 fail")
+            "; 3 claims: 1 pass, 0 depends, 1 explained, 0 underpowered, 0 not reproducible here, 1 fail")
         assert lines[1] == f"  FAIL zz_test_summary: {long} (FADE Sec. 2): paper 1, ours 2, tol 0.1"  # in full
         assert lines[2] == f"full table: {out / 'claims.txt'} (and claims.csv, with notes); {doc} written"
         table = pd.read_csv(out / "claims.csv", keep_default_na=False)

@@ -52,7 +52,7 @@ def test_gallery_counts_statuses_per_figure():
     agrae = body.split("### agrae_fig6\n", 1)[1].split("\n### ", 1)[0]
     assert "Claims (2: 1 pass, 1 not reproducible here):" in agrae
     assert "- **not reproducible here** two | three (A-GRAE Fig. 6): paper 0.4, ours — — 7B" in agrae
-    assert "3 claims — 1 pass, 1 explained, 1 not reproducible here, 0 fail." in body
+    assert "3 claims — 1 pass, 0 depends, 1 explained, 0 underpowered, 1 not reproducible here, 0 fail." in body
     assert "no claims in reproduction.md yet" in body.split("### agrae_thm1_behaviour\n", 1)[1].split("\n### ")[0]
 
 

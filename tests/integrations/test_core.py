@@ -21,7 +21,7 @@ def test_fixed_family_equals_registry_and_masses():
     np.testing.assert_allclose(A, adv(R).reshape(-1), rtol=1e-13)
     ms = masses.of_group(adv, R)
     assert m["m_S"] == pytest.approx(ms.m_S.mean()) and m["m_F"] == pytest.approx(ms.m_F.mean())
-    assert m["abs_adv_sum"] == pytest.approx(masses.abs_sum(adv, R).mean())
+    assert m["abs_adv_sum"] == pytest.approx(masses.abs_adv_sum(adv, R).mean())
     assert not {"alpha", "delta", "omega"} & set(m)  # only a schedule reports them
     assert all(isinstance(v, (int, float)) and not math.isnan(v) for v in m.values())
 

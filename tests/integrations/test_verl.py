@@ -473,7 +473,7 @@ def test_jsonl_metrics_equal_masses(monkeypatch, tmp_path, caplog):
     assert met["m_S"] == pytest.approx(m.m_S.mean(), abs=1e-12)
     assert met["m_F"] == pytest.approx(m.m_F.mean(), abs=1e-12)
     assert met["sign_ratio"] == pytest.approx(m.m_S.mean() / m.m_F.mean(), rel=1e-12)
-    assert met["abs_adv_sum"] == pytest.approx(masses.abs_sum(adv, R).mean(), abs=1e-12)
+    assert met["abs_adv_sum"] == pytest.approx(masses.abs_adv_sum(adv, R).mean(), abs=1e-12)
     assert met["solve_rate_mean"] == pytest.approx(R.mean(), abs=1e-12)
     assert met["frac_all_correct"] == pytest.approx(R.all(1).mean(), abs=1e-12)
     assert met["frac_all_wrong"] == pytest.approx((R == 0).all(1).mean(), abs=1e-12)

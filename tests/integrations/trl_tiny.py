@@ -169,7 +169,7 @@ def expected_metrics(adv: advantages.Advantage, R: np.ndarray) -> dict[str, floa
     s = R == adv.reward_values[1]
     out = {"rlvr/m_S": m.m_S.mean(), "rlvr/m_F": m.m_F.mean(),
            "rlvr/frac_all_correct": s.all(-1).mean(), "rlvr/frac_all_wrong": (~s).all(-1).mean(),
-           "rlvr/abs_adv_sum": masses.abs_sum(adv, R).mean(), "rlvr/solve_rate": s.mean()}
+           "rlvr/abs_adv_sum": masses.abs_adv_sum(adv, R).mean(), "rlvr/solve_rate": s.mean()}
     if out["rlvr/m_F"] != 0:
         out["rlvr/sign_ratio"] = out["rlvr/m_S"] / out["rlvr/m_F"]
     return {k: float(v) for k, v in out.items()}

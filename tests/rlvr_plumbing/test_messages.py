@@ -78,7 +78,7 @@ def test_series_messages_name_the_flag(base, tmp_path):
 
 def test_a_subcommand_typo_is_not_taken_for_a_checkpoint(base, tmp_path):
     res = _diff("weigths", base, "--out", tmp_path / "rep")
-    assert _error(res, "rlvr-diff") == ("invalid command: 'weigths' (choose from 'hidden-states', 'reconstruct', "
+    assert _error(res, "rlvr-diff") == ("invalid command: 'weigths' (choose from 'hidden-states', 'kl', 'reconstruct', "
                                         "'weights'); did you mean 'weights'?")
     assert res.stderr.startswith("usage: rlvr-diff")
     (tmp_path / "weigths").mkdir()                     # a directory of that name is the default command's BASE

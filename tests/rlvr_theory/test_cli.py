@@ -52,7 +52,13 @@ def test_table_formats(capsys, fmt):
     if fmt == "json":
         rows = json.loads(out)
         assert len(rows) == 2 * len(cli.advantages.names())
-        assert {"m_S", "m_S_exact", "advantage_ratio"} <= set(rows[0])
+        assert {"m_S_plugin", "m_S_exact", "advantage_ratio_plugin", "abs_adv_sum_exact"} <= set(rows[0])
+    else:  # every mass and ratio column says plug-in or exact (issue 30, item 7)
+        head = out.splitlines()[2 if fmt == "latex" else 0]
+        cols = [c.strip() for c in head.replace("\\_", "_").replace("\\", "").split("|" if fmt == "markdown"
+                else "," if fmt == "csv" else "&")]
+        masses_cols = [c for c in cols if c.startswith(("m_S", "m_F", "sign_ratio", "advantage_ratio", "abs_adv"))]
+        assert len(masses_cols) == 8 and all(c.endswith(("_plugin", "_exact")) for c in masses_cols), cols
 
 
 def test_table_csv_prints_the_shortest_round_trip_of_each_float(capsys):
@@ -64,8 +70,9 @@ def test_table_csv_prints_the_shortest_round_trip_of_each_float(capsys):
     assert "0.29999999999999999" not in out and all(",0.3," in ln or ",0.5," in ln for ln in lines[1:])
     back = list(csv.DictReader(io.StringIO(out)))  # Python's float(): exact round trip of a repr
     want = cli.masses.table(p=[0.3, 0.5], G=8)
-    for col in ("p", "m_S", "m_F", "m_S_exact", "m_F_exact"):
-        got = np.array([float(r[col]) if r[col] else np.nan for r in back])
+    for col, ours in (("p", "p"), ("m_S", "m_S_plugin"), ("m_F", "m_F_plugin"), ("m_S_exact", "m_S_exact"),
+                      ("m_F_exact", "m_F_exact")):
+        got = np.array([float(r[ours]) if r[ours] else np.nan for r in back])
         np.testing.assert_array_equal(got, want[col].to_numpy(float), err_msg=col)
 
 
@@ -84,7 +91,10 @@ def test_list(capsys):
     (["masses", "--advantage", "grpo", "--p", "0.3", "--threads", "0"], "--threads must be an integer >= 1, got 0"),
     (["table", "--param", "delta=0.5", "--advantage", "asym_grpo"], "--param must follow the --advantage"),
     (["table", "--param", "delta=0.5"], "--param must follow the --advantage"),
-    (["table", "--advantage", "grpo", "--param", "delta=0.5"], "grpo: unknown parameter(s) delta; allowed: ddof, eps"),
+    (["table", "--advantage", "grpo", "--param", "delta=0.5"], "grpo: unknown parameter(s) delta; allowed: ddof, eps\n"),
+    (["masses", "--advantage", "asym_grpo", "--param", "dleta=0.5", "--p", "0.3"],
+     "asym_grpo: unknown parameter(s) dleta; allowed: delta; did you mean 'delta'?"),
+    (["table", "--advantage", "grpo", "--param", "dof=1"], "allowed: ddof, eps; did you mean 'ddof'?"),
     (["table", "--advantage", "nope"], "--advantage: unknown advantage 'nope'"),
     (["table", "--G", "2", "--advantage", "passk_chen"], "--G must be >= 4"),
 ])
@@ -101,10 +111,10 @@ def test_table_chosen_advantages_with_their_own_params(capsys):
     rows = json.loads(out)
     assert [(r["advantage"], r["params"]) for r in rows] == [
         ("grpo", "ddof=1, eps=0.0"), ("asym_grpo", "delta=0.5"), ("grpo", "ddof=0, eps=0.0")]
-    assert rows[1]["m_S"] == pytest.approx(0.21) and rows[1]["m_F"] == pytest.approx(0.42)
-    assert rows[1]["balance"] == "failure-biased"
-    assert rows[0]["m_S"] == pytest.approx((0.21 * 7 / 8) ** 0.5, rel=1e-12)  # ddof=1: sqrt(pq(G-1)/G)
-    assert rows[2]["m_S"] == pytest.approx(0.21 ** 0.5, rel=1e-12)
+    assert rows[1]["m_S_plugin"] == pytest.approx(0.21) and rows[1]["m_F_plugin"] == pytest.approx(0.42)
+    assert rows[1]["balance_plugin"] == "failure-biased"
+    assert rows[0]["m_S_plugin"] == pytest.approx((0.21 * 7 / 8) ** 0.5, rel=1e-12)  # ddof=1: sqrt(pq(G-1)/G)
+    assert rows[2]["m_S_plugin"] == pytest.approx(0.21 ** 0.5, rel=1e-12)
     from rlvr_theory import advantages, masses
     expect = masses.table([0.3], 8, [advantages.get("grpo", ddof=1)]).iloc[0]
     assert rows[0]["m_S_exact"] == pytest.approx(expect.m_S_exact, rel=1e-15)
@@ -116,13 +126,13 @@ def test_table_param_syntax_is_the_shared_one(capsys):
                        "normalize=TRUE", "--p", "0.25", "--format", "json")
     assert code == 0
     row = json.loads(out)[0]
-    assert row["params"] == "alpha=3.0, normalize=True" and row["m_S"] == pytest.approx(0.25)
+    assert row["params"] == "alpha=3.0, normalize=True" and row["m_S_plugin"] == pytest.approx(0.25)
 
 
 def test_json_is_strict_inf_as_string_nan_as_null(capsys):
     code, out, _ = run(capsys, "table", "--advantage", "relu", "--p", "0.3", "--format", "json")
     assert code == 0 and "Infinity" not in out and "NaN" not in out
-    assert json.loads(out)[0]["sign_ratio"] == "inf"
+    assert json.loads(out)[0]["sign_ratio_plugin"] == "inf"
     import pandas as pd
 
     from rlvr_theory.cli import format_frame

@@ -133,7 +133,7 @@ def test_stats_equal_masses_of_group_and_summary_means():
     m = masses.of_group(adv, R)
     np.testing.assert_allclose(gs.m_S, m.m_S, rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(gs.m_F, m.m_F, rtol=1e-13, atol=1e-15)
-    np.testing.assert_allclose(gs.abs_sum, masses.abs_sum(adv, R))
+    np.testing.assert_allclose(gs.abs_adv_sum, masses.abs_adv_sum(adv, R))
     s = groups.summary(gs)
     assert s["n_groups"] == 40 and s["group_size"] == 8.0
     assert s["m_S"] == pytest.approx(m.m_S.mean()) and s["m_F"] == pytest.approx(m.m_F.mean())

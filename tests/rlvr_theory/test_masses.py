@@ -302,9 +302,9 @@ def test_abs_sum_agrae_theorem2_and_table1b():
         x = np.arange(G + 1)
         r = groups_with_successes(G, x, shuffle_seed=7)
         ph = x / G
-        np.testing.assert_allclose(masses.abs_sum("grpo", r), 2 * G * np.sqrt(ph * (1 - ph)), atol=1e-12)
-        np.testing.assert_allclose(masses.abs_sum("agrae_hard", r)[1:-1], G * np.sqrt(1 - ph[1:-1]), atol=1e-12)
-        np.testing.assert_allclose(masses.abs_sum("agrae_easy", r)[1:-1], G * np.sqrt(ph[1:-1]), atol=1e-12)
+        np.testing.assert_allclose(masses.abs_adv_sum("grpo", r), 2 * G * np.sqrt(ph * (1 - ph)), atol=1e-12)
+        np.testing.assert_allclose(masses.abs_adv_sum("agrae_hard", r)[1:-1], G * np.sqrt(1 - ph[1:-1]), atol=1e-12)
+        np.testing.assert_allclose(masses.abs_adv_sum("agrae_easy", r)[1:-1], G * np.sqrt(ph[1:-1]), atol=1e-12)
 
 
 @pytest.mark.parametrize("alpha", [0.5, 1.0, 2.0, 3.0, 5.0])
@@ -361,13 +361,18 @@ def test_table_columns_and_values():
     t = masses.table([0.3, 0.5], 8)
     assert set(advantages.names()) == set(t.advantage)
     assert {"m_S", "m_F", "m_S_exact", "m_F_exact", "sign_ratio", "advantage_ratio", "advantage_ratio_exact",
-            "mean_abs_A_exact", "kind", "balance"} <= set(t.columns)
+            "abs_adv_sum_exact", "kind", "balance"} <= set(t.columns)
     row = t[(t.advantage == "asym_grpo") & (t.p == 0.3)].iloc[0]
     assert row.m_S == pytest.approx(0.21) and row.m_F == pytest.approx(0.21)
     grpo = t[(t.advantage == "grpo") & (t.p == 0.5)].iloc[0]
     assert grpo.balance == "balanced"
-    # mean |A| = m_S + m_F for sign-consistent weights
-    assert grpo.mean_abs_A_exact == pytest.approx(grpo.m_S_exact + grpo.m_F_exact, rel=1e-13)
+    # Σ|A| per group = G·(m_S + m_F) for sign-consistent weights
+    assert grpo.abs_adv_sum_exact == pytest.approx(8 * (grpo.m_S_exact + grpo.m_F_exact), rel=1e-13)
+    # and E[Σ_i |A_i|] per group by enumerating the 2^8 reward vectors (population-std GRPO, flat groups 0)
+    r = np.array(list(itertools.product([0.0, 1.0], repeat=8)))
+    sd = r.std(axis=1, keepdims=True)
+    A = np.divide(r - r.mean(axis=1, keepdims=True), sd, out=np.zeros_like(r), where=sd > 0)
+    assert grpo.abs_adv_sum_exact == pytest.approx(np.abs(A).sum(axis=1).mean(), rel=1e-12)  # p = 0.5: uniform
 
 
 def test_outcome_advantages():

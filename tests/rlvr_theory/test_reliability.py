@@ -326,7 +326,7 @@ PUBLIC = [
     (masses.peak, {"adv": "rloo", "which": "m_S", "G": 8}, ["G"]),
     (masses.binom_pmf, {"p": np.array([0.3]), "G": 8}, ["p", "G"]),
     (masses.of_group, {"adv": "grpo", "rewards": [1.0, 0.0]}, ["rewards"]),
-    (masses.abs_sum, {"adv": "grpo", "rewards": [1.0, 0.0]}, ["rewards"]),
+    (masses.abs_adv_sum, {"adv": "grpo", "rewards": [1.0, 0.0]}, ["rewards"]),
     (masses.check_p, {"p": 0.3}, ["p"]),
     (masses.check_group_size, {"G": 8}, ["G"]),
     (advantages.get, {"name": "asym_grpo", "delta": 0.5}, ["delta"]),

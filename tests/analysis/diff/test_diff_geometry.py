@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 from analysis import geometry, report
 from analysis.diff import diff
 from analysis.diff.cli import main
-from analysis.diff.geometry_pass import ADAPTER_REFUSAL, geometry_frame
+from analysis.diff.geometry_pass import geometry_frame
 from analysis.diff.settings import PHASES
 from tests.analysis import tiny_checkpoints as tc
 
@@ -167,6 +167,30 @@ def test_aggregates_equal_a_numpy_recomputation(docs):
     assert h["unchanged_share"] == counts[0] / counts.sum() and h["one_ulp_share"] == counts[1] / counts.sum()
 
 
+def test_base_spectrum_once_per_tensor_for_several_checkpoints(pair, docs, monkeypatch):
+    """Two checkpoints against one base: ``W_base``'s spectrum is computed once per matrix (not per
+    checkpoint), and each checkpoint's geometry equals the one-checkpoint run's."""
+    base, rl = pair
+    calls: list[tuple] = []
+    real = geometry.geometry_spectra
+
+    def counting(Wb, Wr, **kw):
+        if kw.get("base_spectrum") is None:          # W_base's spectrum computed (not reused)
+            calls.append(tuple(Wb.shape))
+        return real(Wb, Wr, **kw)
+
+    monkeypatch.setattr(geometry, "geometry_spectra", counting)
+    two = diff(str(base), [str(rl), str(rl)], device="cpu", progress=False, geometry=True)["geometry"]["checkpoints"]
+    one = docs[0]["geometry"]["checkpoints"][0]["matrices"]
+    n_changed = sum(1 for m in one if m["delta_energy"] is not None)
+    assert len(calls) == len(one) >= n_changed > 0
+    for ck in two:
+        for a, b in zip(ck["matrices"], one):
+            assert a["name"] == b["name"]
+            for ra, rb in zip(a["metrics"], b["metrics"]):
+                assert ra["value"] == pytest.approx(rb["value"], rel=1e-12, abs=1e-14), (a["name"], ra["metric"])
+
+
 def test_without_geometry_the_document_is_unchanged(docs):
     with_geo, without = docs
     assert "geometry" not in without and "geometry" not in without["settings"]
@@ -222,17 +246,18 @@ def test_planted_update_in_the_top_subspace(planted_in_top8, tmp_path):
     assert "unchanged in float32" in md
 
 
-def test_geometry_with_a_lora_adapter_is_refused(pair, tmp_path, capsys):
+def test_geometry_with_a_lora_adapter_is_no_longer_refused(pair, tmp_path, capsys):
+    """LoRA adapters get the geometry from their factors (tests/analysis/diff/test_lora_geometry.py):
+    an adapter directory is read as such, and a broken one is refused for what is wrong with it."""
     base, _ = pair
     ad = tmp_path / "adapter"
     ad.mkdir()
     (ad / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 2, "lora_alpha": 4,
                                                         "target_modules": ["q_proj"]}))
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ValueError, match=r"has no adapter_model\.safetensors"):
         diff(str(base), [str(ad)], device="cpu", progress=False, geometry=True)
-    assert str(err.value) == ADAPTER_REFUSAL
-    assert "dense checkpoints only" in ADAPTER_REFUSAL and "merge_and_unload" in ADAPTER_REFUSAL
     out = tmp_path / "rep"
     assert main([str(base), str(ad), "--out", str(out), "--geometry", "--quiet"]) == 2
-    assert "geometry: the geometry of the update is computed for dense checkpoints only" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "has no adapter_model.safetensors" in err and "dense checkpoints only" not in err
     assert not out.exists()

@@ -318,3 +318,18 @@ def test_line_weights_and_sizes():
     with pytest.raises(ValueError, match="others must be"):
         rc.reconstruct("a", "b", "c", rank=1, others="sft")
     assert os.sep not in rc.RECORD_FILE
+
+
+def test_extrapolation_refuses_lora_adapters(tmp_path, capsys):
+    """A series of adapter checkpoints (TRL + peft) is refused by name, before anything is written."""
+    base, rl = _pair("float32")
+    ad = tmp_path / "run" / "checkpoint-20"
+    ad.mkdir(parents=True)
+    (ad / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 2, "lora_alpha": 4}))
+    (ad / "adapter_model.safetensors").write_bytes(b"")
+    out = tmp_path / "out"
+    assert main(["reconstruct", "--series", str(rl), str(ad), "--steps", "10", "20", "--extrapolate", "30",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "is a LoRA adapter directory" in err and "--series" in err and "merge" in err
+    assert not out.exists()
