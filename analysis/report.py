@@ -53,7 +53,7 @@ import numpy as np
 from rlvr_plumbing.io import atomic_dir, atomic_write, atomic_write_text
 from rlvr_plumbing.serialize import dumps, fmt_number
 
-__all__ = ["write_report", "write_hidden_states_report", "to_json", "render_markdown", "render_html",
+__all__ = ["write_report", "with_verdicts", "write_hidden_states_report", "to_json", "render_markdown", "render_html",
            "png_bytes", "new_figure", "y_room", "paper_mark", "paper_values", "coincides_with",
            "PAPER_COLOR", "Block", "REPORT_FILES", "REPORT_MARKERS", "HIDDEN_STATES_MARKERS",
            "FADE_SEC5_TABLE", "FADE_LAYERS", "FADE_STATED_REGIMES", "FAILURE_BIASED", "SIGN_BALANCED",
@@ -1551,12 +1551,12 @@ def write_report(doc: dict, out: str | os.PathLike, *, overwrite: bool = False) 
             atomic_write(tmp / name, lambda p, d=data: Path(p).write_bytes(d))
         atomic_write_text(tmp / "report.md", render_markdown(title, blocks))
         atomic_write_text(tmp / "report.html", render_html(title, blocks, images))
-        atomic_write_text(tmp / "report.json", to_json(_with_verdicts(doc)))
+        atomic_write_text(tmp / "report.json", to_json(with_verdicts(doc)))
 
     return atomic_dir(out, build, markers=None if overwrite else REPORT_MARKERS)
 
 
-def _with_verdicts(doc: dict) -> dict:
+def with_verdicts(doc: dict) -> dict:
     """``doc`` with every checkpoint's :func:`fade_regime` under ``"verdict"`` (report.json; ``doc``
     itself is not changed)."""
     return {**doc, "checkpoints": [{**c, "verdict": fade_regime(c)} for c in doc["checkpoints"]]}

@@ -322,6 +322,7 @@ def _run_weights(args: argparse.Namespace) -> int:
         doc["kl"] = policy.policy_kls(args.base, cks, args.prompts, device=args.device, tokenizer=args.tokenizer,
                                       progress=not args.quiet, **kl_opts)
     doc["run"]["settings"] = _settings(args)
+    doc = report.with_verdicts(doc)   # as report.json holds it
     out = report.write_report(doc, args.out, overwrite=args.overwrite)
     if args.json:
         print(report.to_json(doc))

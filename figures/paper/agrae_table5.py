@@ -85,19 +85,19 @@ def plot(df: pd.DataFrame):
         pos = x - 0.4 + w * (j + 0.5)
         bars = ax.bar(pos, cur.collapsed.fillna(0), w, color=f"C{j}", alpha=0.85, label=cell_label(lr, steps))
         labels = [("" if np.isnan(r) else f"{int(c)}/{int(r)}") for c, r in zip(cur.collapsed.fillna(0), cur.runs)]
-        ax.bar_label(bars, labels=labels, fontsize=5, padding=1, rotation=90)
+        ax.bar_label(bars, labels=labels, fontsize=7, padding=1, rotation=90)
     for j, (v, n) in enumerate(PAPER_COLLAPSES.items()):
         i = ORDER.index(v)
         paper_point(ax, i, n, label="paper (App. D.5, 7B): of 10 runs" if j == 0 else "_nolegend_", values=[n])
     nd = df[df.variant == "Negative-Dominant"]
     mech = "; ".join(f"{cell_label(r.lr, r.steps)}: {int(r.rose)}/{int(r.rose_n)}" if r.rose_n else
                      f"{cell_label(r.lr, r.steps)}: not recorded" for r in nd.itertuples())
-    ax.text(0.01, 0.98, "Negative-Dominant runs whose training entropy rose\n(the mechanism, A-GRAE Fig. 3):\n"
-            + mech.replace("; ", "\n"), transform=ax.transAxes, fontsize=6, va="top", color="0.3")
-    ax.set_xticks(x, names, fontsize=6.5)
+    ax.text(0.01, 0.98, "Negative-Dominant runs whose\ntraining entropy rose (the\nmechanism, A-GRAE Fig. 3):\n"
+            + mech.replace("; ", "\n"), transform=ax.transAxes, fontsize=7.5, va="top", color="0.3")
+    ax.set_xticks(x, names, fontsize=7.5)
     ax.set(ylabel="runs that collapsed (labels: collapsed/runs)", ylim=(-0.4, 11.5),
            title="collapse frequency per learning rate (sort-3)")
-    ax.legend(fontsize=6.5, loc="upper right")
+    ax.legend(fontsize=7.5, loc="upper right")
     paper_note(ax, "paper (Table 5, 7B): the sample-level asymmetry\nraises pass@1, the group-level one pass@k,\n"
                "the full A-GRAE raises pass@1 most; on Dr. GRPO\nit raises pass@1 too (1 = yes, claims)", [1.0],
                loc="upper center", bbox_to_anchor=(0.5, -0.28), bbox_transform=ax.transAxes)
@@ -107,9 +107,9 @@ def plot(df: pd.DataFrame):
         pos = x - 0.4 + w * (j + 0.5)
         ax.bar(pos, cur.pass1, w, yerr=cur.pass1_se, color=f"C{j}", alpha=0.85, label=cell_label(lr, steps))
     ax.axhline(float(df.sft_pass1.iloc[0]), color="0.3", ls="--", lw=1, label="SFT start")
-    ax.set_xticks(x, names, fontsize=6.5)
+    ax.set_xticks(x, names, fontsize=7.5)
     ax.set(ylabel="held-out pass@1 (mean ± s.e. over seeds)", ylim=(0, 1.0), title="held-out pass@1 after training")
-    ax.legend(fontsize=6, loc="upper right", ncol=2)
+    ax.legend(fontsize=7, loc="upper right", ncol=2)
     paper_note(ax, "paper (Table 5, MATH, 7B) pass@1 / pass@256:\n" + "\n".join(
         f"{v}: {a} / {b}" for v, (a, b) in PAPER_MATH.items()) + "\n(not reproducible here)",
         [x for ab in PAPER_MATH.values() for x in ab], loc="upper center", bbox_to_anchor=(0.5, -0.28),

@@ -116,7 +116,9 @@ def trainer_data(csv: Path | None = None) -> pd.DataFrame | None:
 def plot(df: pd.DataFrame):
     tr = df[df.source == "tiny trainer"] if "source" in df else df.iloc[:0]
     df = df[df.source == "linear head"] if "source" in df else df
-    fig, axes = subplots(4 if len(tr) else 3, width=4.4, height=3.7)
+    fig, axes = subplots(2, width=5.2, height=3.9, nrows=2)   # 2 × 2: readable at 1,280 px
+    if not len(tr):
+        axes[3].axis("off")
     for name, (label, c) in VARIANTS.items():
         cur = df[df.variant == name]
         axes[0].plot(cur.step, cur.entropy, color=c, label=label)
@@ -127,17 +129,17 @@ def plot(df: pd.DataFrame):
             axes[2].plot(ctl.step, ctl.delta, color=c, ls="--")
     axes[0].set(ylabel=f"answer entropy (mean of {SEEDS} seeds)", title="entropy")
     paper_note(axes[0], "paper (Sec. 5, Fig. 9): removing δ\n(α only) collapses entropy;\nnot reproduced here",
-               [1.0], loc="center right")
+               [1.0], loc="center left")
     axes[1].set(ylabel="solve rate = pass@1 (exact)", title="solve rate")
     paper_note(axes[1], "paper (Fig. 9): removing α, both on\nentropy and the log schedule lose\n"
                "pass@10/pass@100 diversity: not\nmeasurable here (one answer per\nprompt; pass@64 = 1 for all)",
                [], loc="lower right")
     axes[2].set(ylabel="controller setting", title="α (solid) and δ (dashed)")
     axes[2].text(0.35, 0.72, "FADE's α (blue) lies under α only's (red)\nand its δ under both on entropy's (orange)",
-                 transform=axes[2].transAxes, fontsize=6.5, color="0.3")
+                 transform=axes[2].transAxes, fontsize=7.5, color="0.3")
     axes[2].legend(handles=[Line2D([], [], color="0.3", ls="-", label="α"),
                             Line2D([], [], color="0.3", ls="--", label="δ")], fontsize=7, loc="center right")
-    axes[0].legend(fontsize=6.5, loc="upper right")
+    axes[0].legend(fontsize=7.5, loc="upper right")
     for ax in axes[:3]:
         ax.set_xlabel("training step")
     if len(tr):
@@ -151,11 +153,11 @@ def plot(df: pd.DataFrame):
             ax.bar(x - 0.4 + w * (j + 0.5), cur.pass64, w, yerr=cur.pass64_se, color=f"C{j}", alpha=0.85,
                    label=cell_label(lr, steps))
         ax.axhline(float(tr.sft_pass64.iloc[0]), color="0.3", ls="--", lw=1, label="SFT start")
-        ax.set_xticks(x, [v.replace(" ", "\n", 1) for v in labels], fontsize=6.5)
+        ax.set_xticks(x, [v.replace(" ", "\n", 1) for v in labels], fontsize=7.5)
         lo = float(np.nanmin(tr.pass64 - tr.pass64_se.fillna(0)))
         ax.set(ylim=(max(0.0, lo - 0.05), 1.0), ylabel="held-out pass@64 (mean ± s.e. over seeds)",
                title="tiny GRPO trainer: pass@64 per learning rate")
-        ax.legend(fontsize=6, loc="lower right", ncol=2)
+        ax.legend(fontsize=7, loc="lower right", ncol=2)
     fig.tight_layout()
     return fig
 

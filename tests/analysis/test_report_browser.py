@@ -165,13 +165,15 @@ def audit_out(tmp_path_factory) -> Path:
 
 def test_the_verdict_figure_draws_the_papers_table(diff_out):
     """The diff report opens with its verdict and the verdict figure, whose paper marks (in the
-    PNG's metadata) show every number of FADE's Sec. 5 table."""
+    PNG's metadata) show every number of FADE's Sec. 5 table (its Inner column as drawn: × 28
+    blocks, the depth-normalised Inner × L)."""
     out = diff_out
     md = (out / "report.md").read_text()
     assert md.index("## Verdict") < md.index("](verdict.png)") < md.index("## Precision")
     with Image.open(out / "verdict.png") as im:
         marks = json.loads(im.text["Paper marks"])
-    table = [v for row in report.FADE_SEC5_TABLE for x in row[1:] for v in np.atleast_1d(x)]
+    table = [v * (report.FADE_LAYERS if j == 3 else 1) for row in report.FADE_SEC5_TABLE
+             for j, x in enumerate(row[1:]) for v in np.atleast_1d(x)]
     assert all(any(abs(m - v) <= 1e-9 * abs(v) for m in marks) for v in table)
 
 

@@ -215,7 +215,7 @@ def test_report_json_holds_each_checkpoints_verdict():
     c_fail = {"output_head": {"l2": 1.0, "l2_share": 0.95, "rank1_fraction": 0.9, "s1_s2": 7.0},
               "inner_l2_share_x_layers": 0.05}
     doc = {"checkpoints": [c_fail], "base": "b"}
-    out = json.loads(rp.to_json(rp._with_verdicts(doc)))
+    out = json.loads(rp.to_json(rp.with_verdicts(doc)))
     assert out["checkpoints"][0]["verdict"]["regime"] == "failure-biased"
     assert out["checkpoints"][0]["verdict"]["reading"] == rp.fade_regime(c_fail)["reading"]
     assert "verdict" not in doc["checkpoints"][0]
